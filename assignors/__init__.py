@@ -1,0 +1,36 @@
+"""Pure partition assignment: no I/O, no asyncio, no Kafka client.
+
+    from assignors import assign, TopicPartition, STRATEGIES
+    assign(strategy, partitions_per_topic, subscriptions, *, current=None, lag=None)
+"""
+
+from .engine import IncrementalAssignor
+from .events import (
+    Change,
+    Event,
+    LagUpdated,
+    MemberJoined,
+    MemberLeft,
+    PartitionsChanged,
+    SubscriptionChanged,
+)
+from .policy import DEFAULT_POLICY, LagPolicy
+from .registry import STRATEGIES, assign
+from .types import Assignment, TopicPartition
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "STRATEGIES",
+    "Assignment",
+    "Change",
+    "Event",
+    "IncrementalAssignor",
+    "LagPolicy",
+    "LagUpdated",
+    "MemberJoined",
+    "MemberLeft",
+    "PartitionsChanged",
+    "SubscriptionChanged",
+    "TopicPartition",
+    "assign",
+]

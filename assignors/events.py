@@ -1,0 +1,54 @@
+"""Typed membership, topology and lag events fed to the incremental engine."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .types import TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class MemberJoined:
+    member: str
+    topics: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class MemberLeft:
+    member: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionChanged:
+    member: str
+    topics: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionsChanged:
+    topic: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class LagUpdated:
+    #: New lag for these partitions; partitions not named keep their last value.
+    lag: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+
+Event = MemberJoined | MemberLeft | SubscriptionChanged | PartitionsChanged | LagUpdated
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What one ``apply`` changed: only the members whose partitions differ."""
+
+    #: Member -> its complete new partition list (sorted), for members whose set changed.
+    assignments: dict[str, list[TopicPartition]]
+    #: Members that left (their records become tombstones).
+    removed: frozenset[str]
+    #: Partitions taken from an owner that is still present and still subscribed.
+    moved: int
+    #: Of ``moved``, those moved by the lag policy rather than by count balance.
+    moved_for_lag: int

@@ -1,0 +1,65 @@
+"""Exact optimum of the largest member lag under count balance, for small groups.
+
+Integer programming through SciPy's HiGHS (the ``optimum`` extra); used by tests and
+benchmarks to say how far a heuristic is from the best possible, never at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from .types import TopicPartition
+
+
+def optimal_max_lag(
+    members: Sequence[str],
+    partitions: Sequence[TopicPartition],
+    lag: Mapping[TopicPartition, int],
+    *,
+    time_limit: float = 60.0,
+) -> int:
+    """Smallest possible largest member lag when every member can take every partition and
+    counts must differ by at most one (identical subscriptions)."""
+    import numpy as np
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import lil_matrix
+
+    n, p = len(members), len(partitions)
+    if n == 0 or p == 0:
+        return 0
+    q, r = divmod(p, n)
+    lo, hi = q, q + (1 if r else 0)
+    nx = n * p  # x[i, j] = partition j on member i, then z = the largest member lag
+    c = np.zeros(nx + 1)
+    c[-1] = 1.0
+    a = lil_matrix((p + 2 * n, nx + 1))
+    lower = np.empty(p + 2 * n)
+    upper = np.empty(p + 2 * n)
+    weights = [lag.get(tp, 0) for tp in partitions]
+    for j in range(p):
+        for i in range(n):
+            a[j, i * p + j] = 1
+        lower[j] = upper[j] = 1
+    for i in range(n):
+        row = p + i
+        for j in range(p):
+            a[row, i * p + j] = 1
+        lower[row], upper[row] = lo, hi
+        row = p + n + i
+        for j in range(p):
+            a[row, i * p + j] = weights[j]
+        a[row, nx] = -1
+        lower[row], upper[row] = -np.inf, 0
+    integrality = np.ones(nx + 1)
+    integrality[-1] = 0
+    bounds = Bounds(np.zeros(nx + 1), np.r_[np.ones(nx), np.inf])
+    res = milp(
+        c,
+        constraints=LinearConstraint(a.tocsr(), lower, upper),
+        integrality=integrality,
+        bounds=bounds,
+        options={"time_limit": time_limit},
+    )
+    if res.status != 0 or res.x is None:
+        raise RuntimeError(f"exact optimum not found: {res.message}")
+    return round(res.fun)

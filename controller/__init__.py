@@ -1,0 +1,1 @@
+"""Ballast controller: daemon and consumer-side client (built on the assignors API)."""

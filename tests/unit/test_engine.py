@@ -1,0 +1,143 @@
+"""The incremental engine against the one-shot ``assign`` over random event sequences."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from assignors import (
+    IncrementalAssignor,
+    LagUpdated,
+    MemberJoined,
+    MemberLeft,
+    PartitionsChanged,
+    SubscriptionChanged,
+    TopicPartition,
+    assign,
+)
+from assignors.quality import is_balanced, minimal_movement_uniform, movement, problems
+
+from .strategies_hyp import MEMBERS, TOPICS
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def event_runs(draw: st.DrawFn, *, uniform: bool) -> list[object]:
+    topics = TOPICS[:3]
+    events: list[object] = []
+    for _ in range(draw(st.integers(5, 40))):
+        kind = draw(st.sampled_from(["join", "join", "leave", "sub", "parts", "lag"]))
+        member = draw(st.sampled_from(MEMBERS))
+        if kind == "join":
+            subs = topics if uniform else draw(st.lists(st.sampled_from(topics), unique=True))
+            events.append(MemberJoined(member, frozenset(subs)))
+        elif kind == "leave":
+            events.append(MemberLeft(member))
+        elif kind == "sub" and not uniform:
+            events.append(SubscriptionChanged(member, frozenset(draw(st.lists(st.sampled_from(topics), unique=True)))))
+        elif kind == "parts":
+            events.append(PartitionsChanged(draw(st.sampled_from(topics)), draw(st.integers(0, 12))))
+        elif kind == "lag":
+            lag = {
+                TopicPartition(t, p): draw(st.integers(0, 50_000))
+                for t in topics
+                for p in draw(st.lists(st.integers(0, 11), max_size=4))
+            }
+            events.append(LagUpdated(lag))
+    return events
+
+
+def _replay(uniform: bool, events: list[object], lag_aware: bool) -> None:
+    eng = IncrementalAssignor({t: 4 for t in TOPICS[:3]}, lag_aware=lag_aware)
+    shadow: dict[str, list[TopicPartition]] = {}
+    for event in events:
+        before = eng.assignment()
+        subs_before = eng.members
+        change = eng.apply([event])  # type: ignore[list-item]
+        after = eng.assignment()
+        subs = eng.members
+        ppt = eng.partitions_per_topic
+        assert problems(after, ppt, subs) == []
+        assert is_balanced(after, subs)
+        # The change record is exactly the difference: replaying it reproduces the state.
+        for m in change.removed:
+            shadow.pop(m, None)
+        shadow.update(change.assignments)
+        assert shadow == after
+        assert change.moved == movement(before, after, subs)
+        # One-shot assign from the previous state must satisfy the same guarantees.
+        oneshot = assign(
+            "lagsticky" if lag_aware else "sticky", ppt, subs, current=before, lag=eng.lag()
+        )
+        assert problems(oneshot, ppt, subs) == []
+        assert is_balanced(oneshot, subs)
+        if uniform and not lag_aware:
+            kept = {m: [tp for tp in v if tp.partition < ppt.get(tp.topic, 0)] for m, v in before.items() if m in subs}
+            floor = minimal_movement_uniform(kept, list(subs), sum(ppt.get(t, 0) for t in TOPICS[:3]) if subs else 0)
+            assert change.moved == floor == movement(before, oneshot, subs)
+        del subs_before
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=event_runs(uniform=True), lag_aware=st.booleans())
+def test_uniform_event_sequences(events: list[object], lag_aware: bool) -> None:
+    _replay(True, events, lag_aware)
+
+
+@SETTINGS
+@given(events=event_runs(uniform=False), lag_aware=st.booleans())
+def test_mixed_event_sequences(events: list[object], lag_aware: bool) -> None:
+    _replay(False, events, lag_aware)
+
+
+def test_join_batch_coalesces_into_one_change() -> None:
+    eng = IncrementalAssignor({"t": 12})
+    change = eng.apply([MemberJoined(f"m{i}", frozenset({"t"})) for i in range(4)])
+    assert sorted(change.assignments) == ["m0", "m1", "m2", "m3"]
+    assert [len(v) for v in change.assignments.values()] == [3, 3, 3, 3]
+    assert change.moved == 0
+
+
+def test_leave_moves_only_the_leavers_partitions() -> None:
+    eng, _ = IncrementalAssignor.from_snapshot({"t": 100}, {f"m{i}": ["t"] for i in range(10)})
+    before = eng.assignment()
+    change = eng.apply([MemberLeft("m3")])
+    assert change.removed == frozenset({"m3"})
+    assert change.moved == 0
+    # Exactly the ten receivers changed, each gained one of m3's partitions.
+    assert len(change.assignments) == 10 or len(change.assignments) == 9
+    for m, now in change.assignments.items():
+        assert set(before[m]) <= set(now)
+        assert set(now) - set(before[m]) <= set(before["m3"])
+
+
+def test_rejoin_is_a_subscription_change_not_a_duplicate() -> None:
+    eng = IncrementalAssignor({"t": 4, "u": 4})
+    eng.apply([MemberJoined("a", frozenset({"t", "u"})), MemberJoined("b", frozenset({"t", "u"}))])
+    change = eng.apply([MemberJoined("a", frozenset({"t"}))])
+    assert eng.members == {"a": frozenset({"t"}), "b": frozenset({"t", "u"})}
+    assert all(tp.topic == "t" for tp in eng.partitions_of("a"))
+    assert "a" in change.assignments
+
+
+def test_lag_update_within_hysteresis_moves_nothing() -> None:
+    ppt = {"t": 8}
+    subs = {"a": ["t"], "b": ["t"]}
+    eng, _ = IncrementalAssignor.from_snapshot(ppt, subs, lag={TopicPartition("t", p): 10_000 for p in range(8)})
+    # +20 % on one member's lag: below the 1.25 trigger ratio, no reshuffle.
+    bump = {tp: 12_000 for tp in eng.partitions_of("a")[:1]}
+    change = eng.apply([LagUpdated(bump)])
+    assert change.moved == 0 and change.assignments == {}
+
+
+def test_lag_spike_is_rebalanced_with_count_balance_kept() -> None:
+    ppt = {"t": 8}
+    subs = {"a": ["t"], "b": ["t"]}
+    eng, _ = IncrementalAssignor.from_snapshot(ppt, subs)
+    spike = {tp: 100_000 for tp in eng.partitions_of("a")[:2]}
+    change = eng.apply([LagUpdated(spike)])
+    lags = eng.member_lag()
+    assert lags["a"] == lags["b"] == 100_000
+    assert change.moved == change.moved_for_lag == 2
+    assert [len(v) for v in eng.assignment().values()] == [4, 4]
