@@ -1,7 +1,7 @@
 """Pure partition assignment: no I/O, no asyncio, no Kafka client.
 
-    from assignors import assign, TopicPartition, STRATEGIES
-    assign(strategy, partitions_per_topic, subscriptions, *, current=None, lag=None)
+from assignors import assign, TopicPartition, STRATEGIES
+assign(strategy, partitions_per_topic, subscriptions, *, current=None, lag=None)
 """
 
 from .engine import IncrementalAssignor

@@ -40,4 +40,3 @@ def roundrobin_assign(spec: GroupSpec) -> Assignment:
 
 def _sorted(assignment: Assignment) -> Assignment:
     return {m: sorted(parts) for m, parts in assignment.items()}
-

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import lil_matrix
+
 from .types import TopicPartition
 
 
@@ -20,10 +24,6 @@ def optimal_max_lag(
 ) -> int:
     """Smallest possible largest member lag when every member can take every partition and
     counts must differ by at most one (identical subscriptions)."""
-    import numpy as np
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import lil_matrix
-
     n, p = len(members), len(partitions)
     if n == 0 or p == 0:
         return 0
@@ -62,4 +62,4 @@ def optimal_max_lag(
     )
     if res.status != 0 or res.x is None:
         raise RuntimeError(f"exact optimum not found: {res.message}")
-    return round(res.fun)
+    return int(round(res.fun))

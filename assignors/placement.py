@@ -62,7 +62,7 @@ def deal_uniform(
     n = len(members)
     if n == 0:
         return out
-    if lag and len({lag.get(tp, 0) for tp in partitions}) > 1:
+    if lag and _varies(lag, partitions):
         ordered = sorted(partitions, key=lambda tp: -lag.get(tp, 0))
         for start in range(0, len(ordered), n):
             row = ordered[start : start + n]
@@ -73,3 +73,10 @@ def deal_uniform(
     for i, member in enumerate(members):
         out[member] = partitions[i::n]
     return out
+
+
+def _varies(lag: Mapping[TopicPartition, int], partitions: list[TopicPartition]) -> bool:
+    if not partitions:
+        return False
+    first = lag.get(partitions[0], 0)
+    return any(lag.get(tp, 0) != first for tp in partitions)

@@ -49,11 +49,6 @@ def assign(
     if strategy in _STATELESS:
         spec = build_spec(partitions_per_topic, subscriptions)
         return _STATELESS[strategy](spec, normalize_lag(lag))
-    engine, _ = IncrementalAssignor.from_snapshot(
-        partitions_per_topic,
-        subscriptions,
-        current,
-        lag,
-        lag_aware=strategy == "lagsticky",
+    return IncrementalAssignor.solve(
+        partitions_per_topic, subscriptions, current, lag, lag_aware=strategy == "lagsticky"
     )
-    return engine.assignment()

@@ -16,6 +16,7 @@ from .types import (
     PartitionsPerTopic,
     Subscriptions,
     TopicPartition,
+    topic_partitions,
 )
 
 
@@ -30,7 +31,7 @@ class GroupSpec:
     topics: tuple[str, ...]
 
     def partitions(self, topic: str) -> list[TopicPartition]:
-        return [TopicPartition(topic, p) for p in range(self.partitions_per_topic.get(topic, 0))]
+        return topic_partitions(topic, self.partitions_per_topic.get(topic, 0))
 
     def subscribers(self) -> dict[str, list[str]]:
         """Topic -> sorted subscribing members, for existing subscribed topics only."""
@@ -87,15 +88,17 @@ def normalize_lag(lag: LagMap | None) -> dict[TopicPartition, int]:
         return {}
     out: dict[TopicPartition, int] = {}
     for tp, value in lag.items():
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"lag[{tp!r}]: expected an int, got {value!r}")
-        if value < 0:
+        if type(value) is not int or value < 0:  # exact type: bool is not a lag
+            if type(value) is not int:
+                raise TypeError(f"lag[{tp!r}]: expected an int, got {value!r}")
             raise ValueError(f"lag[{tp!r}]: lag must be >= 0, got {value}")
-        out[TopicPartition(*tp)] = value
+        out[tp if type(tp) is TopicPartition else TopicPartition(*tp)] = value
     return out
 
 
-def valid_claims(spec: GroupSpec, current: CurrentAssignment | None) -> dict[str, list[TopicPartition]]:
+def valid_claims(
+    spec: GroupSpec, current: CurrentAssignment | None
+) -> dict[str, list[TopicPartition]]:
     """The part of ``current`` that can be kept, with conflicts resolved.
 
     Claims by departed members, on vanished partitions or unsubscribed topics are dropped.
@@ -114,7 +117,9 @@ def valid_claims(spec: GroupSpec, current: CurrentAssignment | None) -> dict[str
             tp = _coerce(raw)
             if tp is None or tp in seen:
                 continue
-            if tp.topic in topics and 0 <= tp.partition < spec.partitions_per_topic.get(tp.topic, 0):
+            if tp.topic in topics and 0 <= tp.partition < spec.partitions_per_topic.get(
+                tp.topic, 0
+            ):
                 seen.add(tp)
                 claims.setdefault(tp, []).append(member)
     load: dict[str, int] = {}
@@ -140,6 +145,10 @@ def _coerce(raw: object) -> TopicPartition | None:
         return raw
     if isinstance(raw, (tuple, list)) and len(raw) == 2:
         topic, partition = raw
-        if isinstance(topic, str) and isinstance(partition, int) and not isinstance(partition, bool):
+        if (
+            isinstance(topic, str)
+            and isinstance(partition, int)
+            and not isinstance(partition, bool)
+        ):
             return TopicPartition(topic, partition)
     return None

@@ -16,3 +16,12 @@ Subscriptions: TypeAlias = Mapping[str, Collection[str]]
 CurrentAssignment: TypeAlias = Mapping[str, Collection[TopicPartition | tuple[str, int]]]
 LagMap: TypeAlias = Mapping[TopicPartition, int]
 Assignment: TypeAlias = dict[str, list[TopicPartition]]
+
+
+_new_tuple = tuple.__new__
+
+
+def topic_partitions(topic: str, count: int, start: int = 0) -> list[TopicPartition]:
+    """``[TopicPartition(topic, p) for p in range(start, count)]``, about twice as fast,
+    which matters when a fresh assignment builds 100 000 of them."""
+    return [_new_tuple(TopicPartition, (topic, p)) for p in range(start, count)]

@@ -11,7 +11,9 @@ MEMBERS = [f"m{i:02d}" for i in range(12)]
 
 
 @st.composite
-def groups(draw: st.DrawFn, *, uniform: bool | None = None) -> tuple[dict[str, int], dict[str, list[str]]]:
+def groups(
+    draw: st.DrawFn, *, uniform: bool | None = None
+) -> tuple[dict[str, int], dict[str, list[str]]]:
     topics = draw(st.lists(st.sampled_from(TOPICS), min_size=1, max_size=5, unique=True))
     ppt = {t: draw(st.integers(0, 9)) for t in topics}
     members = draw(st.lists(st.sampled_from(MEMBERS), min_size=1, max_size=10, unique=True))
@@ -21,12 +23,17 @@ def groups(draw: st.DrawFn, *, uniform: bool | None = None) -> tuple[dict[str, i
     else:
         # Subscriptions may name topics that do not exist.
         pool = [*topics, "ghost"]
-        subs = {m: draw(st.lists(st.sampled_from(pool), max_size=len(pool), unique=True)) for m in members}
+        subs = {
+            m: draw(st.lists(st.sampled_from(pool), max_size=len(pool), unique=True))
+            for m in members
+        }
     return ppt, subs
 
 
 @st.composite
-def messy_current(draw: st.DrawFn, ppt: dict[str, int], members: list[str]) -> dict[str, list[tuple[str, int]]]:
+def messy_current(
+    draw: st.DrawFn, ppt: dict[str, int], members: list[str]
+) -> dict[str, list[tuple[str, int]]]:
     """Previous assignments naming departed members, vanished partitions and double claims."""
     owners = [*members, "departed-a", "departed-b"]
     out: dict[str, list[tuple[str, int]]] = {}

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assignors import STRATEGIES, TopicPartition, assign
+from assignors import DEFAULT_POLICY, STRATEGIES, TopicPartition, assign
 from assignors.quality import is_balanced, minimal_movement_uniform, movement, problems
 from assignors.spec import build_spec, valid_claims
 
@@ -75,8 +77,6 @@ def test_identical_subscriptions_move_exactly_the_minimum(data: st.DataObject) -
 @SETTINGS
 @given(data=st.data())
 def test_lagsticky_lag_moves_stay_within_the_policy_budget(data: st.DataObject) -> None:
-    from assignors import DEFAULT_POLICY
-
     ppt, subs = data.draw(groups(uniform=True))
     current = data.draw(messy_current(ppt, list(subs)))
     lag = data.draw(lags(ppt))
@@ -87,9 +87,6 @@ def test_lagsticky_lag_moves_stay_within_the_policy_budget(data: st.DataObject) 
 
 
 def test_deterministic_across_hash_seeds() -> None:
-    import subprocess
-    import sys
-
     code = (
         "from assignors import assign;"
         "ppt={f't{i}':7 for i in range(6)};"

@@ -35,9 +35,15 @@ def event_runs(draw: st.DrawFn, *, uniform: bool) -> list[object]:
         elif kind == "leave":
             events.append(MemberLeft(member))
         elif kind == "sub" and not uniform:
-            events.append(SubscriptionChanged(member, frozenset(draw(st.lists(st.sampled_from(topics), unique=True)))))
+            events.append(
+                SubscriptionChanged(
+                    member, frozenset(draw(st.lists(st.sampled_from(topics), unique=True)))
+                )
+            )
         elif kind == "parts":
-            events.append(PartitionsChanged(draw(st.sampled_from(topics)), draw(st.integers(0, 12))))
+            events.append(
+                PartitionsChanged(draw(st.sampled_from(topics)), draw(st.integers(0, 12)))
+            )
         elif kind == "lag":
             lag = {
                 TopicPartition(t, p): draw(st.integers(0, 50_000))
@@ -73,8 +79,14 @@ def _replay(uniform: bool, events: list[object], lag_aware: bool) -> None:
         assert problems(oneshot, ppt, subs) == []
         assert is_balanced(oneshot, subs)
         if uniform and not lag_aware:
-            kept = {m: [tp for tp in v if tp.partition < ppt.get(tp.topic, 0)] for m, v in before.items() if m in subs}
-            floor = minimal_movement_uniform(kept, list(subs), sum(ppt.get(t, 0) for t in TOPICS[:3]) if subs else 0)
+            kept = {
+                m: [tp for tp in v if tp.partition < ppt.get(tp.topic, 0)]
+                for m, v in before.items()
+                if m in subs
+            }
+            floor = minimal_movement_uniform(
+                kept, list(subs), sum(ppt.get(t, 0) for t in TOPICS[:3]) if subs else 0
+            )
             assert change.moved == floor == movement(before, oneshot, subs)
         del subs_before
 
@@ -124,11 +136,14 @@ def test_rejoin_is_a_subscription_change_not_a_duplicate() -> None:
 def test_lag_update_within_hysteresis_moves_nothing() -> None:
     ppt = {"t": 8}
     subs = {"a": ["t"], "b": ["t"]}
-    eng, _ = IncrementalAssignor.from_snapshot(ppt, subs, lag={TopicPartition("t", p): 10_000 for p in range(8)})
+    eng, _ = IncrementalAssignor.from_snapshot(
+        ppt, subs, lag={TopicPartition("t", p): 10_000 for p in range(8)}
+    )
     # +20 % on one member's lag: below the 1.25 trigger ratio, no reshuffle.
     bump = {tp: 12_000 for tp in eng.partitions_of("a")[:1]}
     change = eng.apply([LagUpdated(bump)])
-    assert change.moved == 0 and change.assignments == {}
+    assert change.moved == 0
+    assert change.assignments == {}
 
 
 def test_lag_spike_is_rebalanced_with_count_balance_kept() -> None:

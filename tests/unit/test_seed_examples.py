@@ -48,7 +48,10 @@ def test_kip54_example1_fresh_equals_roundrobin_and_sticky_keeps_five() -> None:
     kept = sum(len(set(first[m]) & set(after[m])) for m in after)
     assert kept == 5
     rr = assign("roundrobin", ppt, {"C0": ALL4, "C2": ALL4})
-    assert rr == {"C0": parts("t0p0", "t1p0", "t2p0", "t3p0"), "C2": parts("t0p1", "t1p1", "t2p1", "t3p1")}
+    assert rr == {
+        "C0": parts("t0p0", "t1p0", "t2p0", "t3p0"),
+        "C2": parts("t0p1", "t1p1", "t2p1", "t3p1"),
+    }
     assert sum(len(set(first[m]) & set(rr[m])) for m in rr) == 3
 
 
