@@ -62,4 +62,5 @@ def optimal_max_lag(
     )
     if res.status != 0 or res.x is None:
         raise RuntimeError(f"exact optimum not found: {res.message}")
-    return int(round(res.fun))
+    best: float = res.fun
+    return round(best)

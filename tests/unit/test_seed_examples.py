@@ -213,7 +213,7 @@ def test_current_with_departed_members_vanished_partitions_and_conflicts(strateg
         "a": [("t", 1), ("t", 99), ("x", 0), ("t", 2)],
         "b": [("t", 1), ("t", 3), "garbage", ("t", "p")],
     }
-    result = assign(strategy, {"t": 4}, {"a": ["t"], "b": ["t"]}, current=current)  # type: ignore[dict-item]
+    result = assign(strategy, {"t": 4}, {"a": ["t"], "b": ["t"]}, current=current)  # type: ignore[arg-type]
     assert sorted(p for v in result.values() for p in v) == parts("t-0", "t-1", "t-2", "t-3")
     assert is_balanced(result, {"a": ["t"], "b": ["t"]})
     assert [len(v) for v in result.values()] == [2, 2]
