@@ -1,0 +1,216 @@
+"""One consumer group's control logic, free of I/O: membership with leave grace,
+coalescing, lag smoothing, the incremental assignor and the handoff reconciler.
+
+The daemon feeds it observations with the current time and publishes the plans it
+returns. Time is a parameter, so every rule here is tested without sleeping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from assignors import (
+    Event,
+    IncrementalAssignor,
+    LagPolicy,
+    LagUpdated,
+    MemberJoined,
+    MemberLeft,
+    PartitionsChanged,
+    SubscriptionChanged,
+    TopicPartition,
+)
+
+from .handoff import Plan, Reconciler
+from .records import Presence
+
+REASONS = ("join", "leave", "subscription", "lag", "partitions")
+
+
+@dataclass(frozen=True, slots=True)
+class GroupTuning:
+    rebalance_delay: float = 1.0
+    leave_grace: float = 10.0
+    handoff_timeout: float = 15.0
+    #: Weight of a new lag reading in the exponential moving average (1.0: no smoothing).
+    lag_smoothing: float = 0.3
+    policy: LagPolicy = field(default_factory=LagPolicy)
+
+
+@dataclass(frozen=True, slots=True)
+class Rebalance:
+    """What one rebalance decided, for logs and metrics."""
+
+    reasons: tuple[str, ...]
+    moved: int
+    moved_for_lag: int
+    changed_members: int
+    #: Time of the earliest event this rebalance absorbed (for latency).
+    first_event_at: float
+
+
+class Rejected(ValueError):
+    """A presence message that is well-formed but inconsistent with what we granted."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    generation: int
+    controller_epoch: int
+    granted: Mapping[str, frozenset[TopicPartition]]
+    topics: Mapping[str, frozenset[str]]
+
+
+class GroupState:
+    def __init__(
+        self,
+        name: str,
+        tuning: GroupTuning,
+        partitions_per_topic: Mapping[str, int],
+        recovered: Recovered | None = None,
+        now: float = 0.0,
+    ) -> None:
+        self.name = name
+        self.tuning = tuning
+        granted = dict(recovered.granted) if recovered else {}
+        topics = dict(recovered.topics) if recovered else {}
+        # A restart moves nothing: rebuild from what was granted, without lag.
+        self.engine, _ = IncrementalAssignor.from_snapshot(
+            partitions_per_topic, topics, current=granted, policy=tuning.policy
+        )
+        self.reconciler = Reconciler(
+            handoff_timeout=tuning.handoff_timeout,
+            generation=recovered.generation if recovered else 0,
+            granted=granted,
+        )
+        self.presence: dict[str, Presence] = {}
+        #: member -> when it is declared gone unless it comes back.
+        self.grace: dict[str, float] = {m: now + tuning.leave_grace for m in granted}
+        self.lag: dict[TopicPartition, float] = {}
+        self._pending: list[Event] = []
+        self._coalesced: dict[str, frozenset[str] | None] = {}
+        self._reasons: set[str] = set()
+        self._due: float | None = None
+        self._first_event: float | None = None
+
+    # ------------------------------------------------------------------ observations
+
+    def on_presence(self, p: Presence, now: float) -> None:
+        """A member announced itself. Raises ``Rejected`` when its claims are impossible."""
+        if p.group != self.name:
+            raise Rejected(f"presence for group {p.group!r} arrived on group {self.name!r}")
+        claimed = p.held()
+        granted = self.reconciler.granted.get(p.member, frozenset())
+        releasing = {tp for tp, r in self.reconciler.releasing.items() if r.member == p.member}
+        stray = claimed - granted - releasing
+        if stray:
+            shown = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(stray)[:5])
+            raise Rejected(f"member {p.member!r} claims partitions it was never granted: {shown}")
+        live = self.presence.get(p.member)
+        if live is not None and live.instance and p.instance and live.instance != p.instance:
+            raise Rejected(
+                f"duplicate member id {p.member!r}: instance {p.instance!r} while "
+                f"{live.instance!r} is live"
+            )
+        if p.state == "leaving":
+            self.presence.pop(p.member, None)
+            self.reconciler.ack(p.member, p.generation)
+            self._depart(p.member, now)
+            return
+        topics = frozenset(p.topics)
+        known = self._subscription(p.member)
+        self.presence[p.member] = p
+        self.grace.pop(p.member, None)
+        if known is None:
+            self._enqueue(MemberJoined(p.member, topics), "join", now)
+        elif known != topics:
+            self._enqueue(SubscriptionChanged(p.member, topics), "subscription", now)
+        self.reconciler.ack(p.member, p.generation)
+        if p.lag:
+            self.on_lag({TopicPartition(t, q): v for t, q, v in p.lag}, now)
+
+    def on_gone(self, member: str, now: float) -> None:
+        """Presence cleared without a clean leave (crash, Will, session expiry, restart)."""
+        self.presence.pop(member, None)
+        if not self._known(member):
+            return
+        if self.tuning.leave_grace <= 0:
+            self._depart(member, now)
+        else:
+            self.grace.setdefault(member, now + self.tuning.leave_grace)
+
+    def on_lag(self, readings: Mapping[TopicPartition, int], now: float) -> None:
+        """New lag readings; smoothed so that one noisy reading cannot trigger moves."""
+        alpha = self.tuning.lag_smoothing
+        update: dict[TopicPartition, int] = {}
+        for tp, value in readings.items():
+            old = self.lag.get(tp)
+            new = float(value) if old is None else alpha * value + (1 - alpha) * old
+            self.lag[tp] = new
+            update[tp] = round(new)
+        if update:
+            self._enqueue(LagUpdated(update), "lag", now, delay=0.0)
+
+    def on_partitions(self, partitions_per_topic: Mapping[str, int], now: float) -> None:
+        current = self.engine.partitions_per_topic
+        for topic, count in sorted(partitions_per_topic.items()):
+            if current.get(topic) != count:
+                self._enqueue(PartitionsChanged(topic, count), "partitions", now)
+
+    # ------------------------------------------------------------------ time
+
+    def next_wakeup(self) -> float | None:
+        times = [t for t in (self._due, self.reconciler.next_deadline()) if t is not None]
+        times += self.grace.values()
+        return min(times, default=None)
+
+    def tick(self, now: float) -> tuple[Rebalance | None, Plan | None]:
+        """Run what is due: expired graces, a coalesced rebalance, and handoff progress."""
+        for member, deadline in sorted(self.grace.items()):
+            if deadline <= now:
+                del self.grace[member]
+                self._depart(member, deadline)
+        rebalance = None
+        if self._due is not None and self._due <= now:
+            change = self.engine.apply(self._pending)
+            self.reconciler.update_target(change.assignments, change.removed)
+            rebalance = Rebalance(
+                reasons=tuple(r for r in REASONS if r in self._reasons),
+                moved=change.moved,
+                moved_for_lag=change.moved_for_lag,
+                changed_members=len(change.assignments) + len(change.removed),
+                first_event_at=self._first_event if self._first_event is not None else now,
+            )
+            self._pending, self._reasons, self._due, self._first_event = [], set(), None, None
+            self._coalesced = {}
+        return rebalance, self.reconciler.plan(now)
+
+    # ------------------------------------------------------------------ internals
+
+    def _depart(self, member: str, now: float) -> None:
+        self.grace.pop(member, None)
+        if self._known(member):
+            self._enqueue(MemberLeft(member), "leave", now)
+
+    def _known(self, member: str) -> bool:
+        return self._subscription(member) is not None
+
+    def _subscription(self, member: str) -> frozenset[str] | None:
+        """The member's topics as they will be once the coalesced events are applied."""
+        if member in self._coalesced:
+            return self._coalesced[member]
+        return self.engine.members.get(member)
+
+    def _enqueue(self, event: Event, reason: str, now: float, delay: float | None = None) -> None:
+        self._pending.append(event)
+        if isinstance(event, MemberJoined | SubscriptionChanged):
+            self._coalesced[event.member] = frozenset(event.topics)
+        elif isinstance(event, MemberLeft):
+            self._coalesced[event.member] = None
+        self._reasons.add(reason)
+        if self._first_event is None:
+            self._first_event = now
+        due = now + (self.tuning.rebalance_delay if delay is None else delay)
+        if self._due is None or due < self._due:
+            self._due = due

@@ -1,0 +1,157 @@
+"""Wire schemas: one place for every record Ballast reads or writes.
+
+Each record is JSON with a ``version`` field. Decoders never raise anything but
+``DecodeError``, whose message names the source, the field and the reason, so the daemon
+can count, log and drop a bad message and carry on. ``docs/protocol.md`` embeds the JSON
+Schemas generated from these models (``ballast schema``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from assignors import TopicPartition
+
+SCHEMA_VERSION = 1
+#: Larger payloads are rejected before parsing (a member of 10 000 partitions is ~200 KiB).
+MAX_PAYLOAD_BYTES = 1 << 20
+
+Name = Annotated[str, Field(min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._\-]+$")]
+MemberId = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9._\-:@]+$")]
+NonNegative = Annotated[int, Field(ge=0, strict=True)]
+Partition = tuple[Name, NonNegative]
+
+
+class DecodeError(ValueError):
+    """A message from outside was rejected; ``str()`` says what and where."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        super().__init__(f"{source}: {reason}")
+        self.source = source
+        self.reason = reason
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: Literal[1] = SCHEMA_VERSION
+
+    def encode(self) -> bytes:
+        return self.model_dump_json().encode()
+
+
+def _sorted_unique(value: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    if len(set(value)) != len(value):
+        raise ValueError("lists a partition more than once")
+    return sorted(value)
+
+
+class Presence(_Record):
+    """A member's announcement, retained on ``ballast/<group>/members/<member>`` (MQTT) or
+    keyed ``<group>/<member>`` on the heartbeat topic."""
+
+    group: Name
+    member: MemberId
+    topics: list[Name] = Field(max_length=10_000)
+    #: Random per client process: two live instances under one member id are a duplicate.
+    instance: Annotated[str, Field(max_length=64)] | None = None
+    #: ``leaving`` right before a clean leave: reassign at once, no leave_grace.
+    state: Literal["active", "leaving"] = "active"
+    rack: Annotated[str, Field(max_length=255)] | None = None
+    capacity: Annotated[float, Field(gt=0, le=1_000_000)] | None = None
+    #: Generation of the last assignment record this member applied (-1: none yet).
+    generation: Annotated[int, Field(ge=-1, strict=True)] = -1
+    partitions: list[Partition] = Field(default_factory=list, max_length=1_000_000)
+    #: Optional self-reported lag of held partitions: ``[[topic, partition, lag], ...]``.
+    lag: list[tuple[Name, NonNegative, NonNegative]] | None = None
+    sent_at: float | None = None
+
+    _check_partitions = field_validator("partitions")(_sorted_unique)
+
+    def held(self) -> frozenset[TopicPartition]:
+        return frozenset(TopicPartition(t, p) for t, p in self.partitions)
+
+
+class Assignment(_Record):
+    """Value of key ``<group>/<member>`` on the compacted assignments topic."""
+
+    group: Name
+    member: MemberId
+    generation: NonNegative
+    controller_epoch: NonNegative
+    partitions: list[Partition]
+    #: The subscription the assignment was computed for (lets a restarted controller
+    #: rebuild its state before presence arrives).
+    topics: list[Name] = Field(default_factory=list)
+    issued_at: float
+
+    _check_partitions = field_validator("partitions")(_sorted_unique)
+
+    def held(self) -> frozenset[TopicPartition]:
+        return frozenset(TopicPartition(t, p) for t, p in self.partitions)
+
+
+class LagRecord(_Record):
+    """Value of key ``<group>/<topic>/<partition>`` on the lag topic (Spark pipeline)."""
+
+    group: Name
+    topic: Name
+    partition: NonNegative
+    lag: NonNegative
+    #: Seconds behind, estimated from (offset, time) points; absent when unknown.
+    time_lag: Annotated[float, Field(ge=0)] | None = None
+    produce_rate: Annotated[float, Field(ge=0)] | None = None
+    consume_rate: Annotated[float, Field(ge=0)] | None = None
+    observed_at: float
+
+
+R = TypeVar("R", bound=_Record)
+
+
+def decode(model: type[R], payload: bytes | None, source: str) -> R:
+    """Parse and validate one message; ``DecodeError`` names the first problems."""
+    if payload is None:
+        raise DecodeError(source, "empty payload where a record was expected")
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise DecodeError(source, f"payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES}")
+    try:
+        raw: Any = json.loads(payload)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DecodeError(source, f"not JSON: {exc}") from exc
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        problems = [
+            f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"
+            for e in exc.errors()[:5]
+        ]
+        raise DecodeError(source, "; ".join(problems)) from exc
+
+
+def assignment_key(group: str, member: str) -> bytes:
+    return f"{group}/{member}".encode()
+
+
+def split_key(key: bytes | None, source: str, parts: int = 2) -> list[str]:
+    """``b"group/member"`` -> ``["group", "member"]`` (member ids contain no ``/``)."""
+    if not key:
+        raise DecodeError(source, "record without a key")
+    try:
+        text = key.decode()
+    except UnicodeDecodeError as exc:
+        raise DecodeError(source, "key is not UTF-8") from exc
+    fields = text.split("/")
+    if len(fields) != parts or not all(fields):
+        raise DecodeError(source, f"key {text!r} is not {'/'.join(['<x>'] * parts)}")
+    return fields
+
+
+def json_schemas() -> dict[str, dict[str, Any]]:
+    return {
+        "presence": Presence.model_json_schema(),
+        "assignment": Assignment.model_json_schema(),
+        "lag": LagRecord.model_json_schema(),
+    }
