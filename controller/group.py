@@ -50,7 +50,7 @@ class Rebalance:
     first_event_at: float
 
 
-class Rejected(ValueError):
+class RejectedError(ValueError):
     """A presence message that is well-formed but inconsistent with what we granted."""
 
 
@@ -97,19 +97,19 @@ class GroupState:
     # ------------------------------------------------------------------ observations
 
     def on_presence(self, p: Presence, now: float) -> None:
-        """A member announced itself. Raises ``Rejected`` when its claims are impossible."""
+        """A member announced itself. Raises ``RejectedError`` when its claims are impossible."""
         if p.group != self.name:
-            raise Rejected(f"presence for group {p.group!r} arrived on group {self.name!r}")
+            raise RejectedError(f"presence for group {p.group!r} arrived on group {self.name!r}")
         claimed = p.held()
         granted = self.reconciler.granted.get(p.member, frozenset())
         releasing = {tp for tp, r in self.reconciler.releasing.items() if r.member == p.member}
         stray = claimed - granted - releasing
         if stray:
             shown = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(stray)[:5])
-            raise Rejected(f"member {p.member!r} claims partitions it was never granted: {shown}")
+            raise RejectedError(f"member {p.member!r} claims partitions it was never granted: {shown}")
         live = self.presence.get(p.member)
         if live is not None and live.instance and p.instance and live.instance != p.instance:
-            raise Rejected(
+            raise RejectedError(
                 f"duplicate member id {p.member!r}: instance {p.instance!r} while "
                 f"{live.instance!r} is live"
             )

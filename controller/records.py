@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from assignors import TopicPartition
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 #: Larger payloads are rejected before parsing (a member of 10 000 partitions is ~200 KiB).
 MAX_PAYLOAD_BYTES = 1 << 20
 

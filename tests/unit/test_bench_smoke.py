@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
-import assignors_bench as bench  # noqa: E402
+import assignors_bench as bench
 
 
 @pytest.mark.parametrize("mixed", [False, True])

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assignors import TopicPartition
-from controller.group import GroupState, GroupTuning, Recovered, Rejected
+from controller.group import GroupState, GroupTuning, Recovered, RejectedError
 from controller.handoff import Plan
 from controller.records import Presence
 
@@ -216,7 +216,7 @@ def test_claims_of_never_granted_partitions_are_rejected() -> None:
     sim.join("a", ["orders"])
     sim.settle(4)
     liar = Presence(group="g", member="a", topics=["orders"], partitions=[("audit", 0)])
-    with pytest.raises(Rejected, match="never granted: audit-0"):
+    with pytest.raises(RejectedError, match="never granted: audit-0"):
         sim.group.on_presence(liar, sim.now)
 
 
@@ -224,13 +224,13 @@ def test_duplicate_member_id_is_rejected() -> None:
     sim = Sim(6)
     p1 = Presence(group="g", member="a", topics=["orders"], instance="i-1")
     sim.group.on_presence(p1, 0.0)
-    with pytest.raises(Rejected, match="duplicate member id"):
+    with pytest.raises(RejectedError, match="duplicate member id"):
         sim.group.on_presence(p1.model_copy(update={"instance": "i-2"}), 0.1)
 
 
 def test_presence_for_another_group_is_rejected() -> None:
     sim = Sim(7)
-    with pytest.raises(Rejected, match="arrived on group"):
+    with pytest.raises(RejectedError, match="arrived on group"):
         sim.group.on_presence(Presence(group="other", member="a", topics=["orders"]), 0.0)
 
 
@@ -266,7 +266,7 @@ def test_recovery_moves_nothing() -> None:
             0.5,
         )
     for t in (1.0, 2.0, 30.0):
-        rebalance, plan = group.tick(t)
+        _, plan = group.tick(t)
         assert plan is None
     assert group.engine.assignment() == {m: sorted(v) for m, v in granted.items()}
 
