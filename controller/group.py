@@ -106,7 +106,9 @@ class GroupState:
         stray = claimed - granted - releasing
         if stray:
             shown = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(stray)[:5])
-            raise RejectedError(f"member {p.member!r} claims partitions it was never granted: {shown}")
+            raise RejectedError(
+                f"member {p.member!r} claims partitions it was never granted: {shown}"
+            )
         live = self.presence.get(p.member)
         if live is not None and live.instance and p.instance and live.instance != p.instance:
             raise RejectedError(
