@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -12,7 +14,13 @@ from pathlib import Path
 from assignors import STRATEGIES, assign
 from assignors.quality import evaluate, member_lag
 
-from .scenario import InputError, load_current, load_scenario
+from . import logs
+from .config import Config, load_config
+from .daemon import Controller
+from .errors import InputError
+from .http import bound_port, serve
+from .records import json_schemas
+from .scenario import load_current, load_scenario
 
 
 def _cmd_assign(args: argparse.Namespace) -> int:
@@ -59,6 +67,45 @@ def _cmd_assign(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_check_config(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    print(
+        f"{args.config}: OK ({len(cfg.groups)} group(s): {', '.join(g.name for g in cfg.groups)})"
+    )
+    return 0
+
+
+def _cmd_schema(_: argparse.Namespace) -> int:
+    print(json.dumps(json_schemas(), indent=2, sort_keys=True))
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    logs.configure(cfg.logging.level, cfg.logging.format)
+    return asyncio.run(run_daemon(cfg))
+
+
+async def run_daemon(cfg: Config) -> int:
+    """Run until SIGTERM/SIGINT, then drain in-flight publication and exit 0."""
+    log = logs.get("ballast")
+    controller = Controller(cfg)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    runner = await serve(controller, cfg.http.host, cfg.http.port)
+    log.info("http_listening", host=cfg.http.host, port=bound_port(runner))
+    try:
+        await controller.start()
+        await stop.wait()
+        log.info("shutting_down")
+    finally:
+        await controller.stop()
+        await runner.cleanup()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ballast", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -74,6 +121,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_assign)
+
+    p = sub.add_parser("run", help="run the controller daemon")
+    p.add_argument("--config", type=Path, default=Path("config/ballast.yaml"))
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser(
+        "check-config", help="validate a daemon config file (and BALLAST_* overrides)"
+    )
+    p.add_argument("config", type=Path)
+    p.set_defaults(func=_cmd_check_config)
+
+    p = sub.add_parser("schema", help="print the JSON Schemas of the wire records")
+    p.set_defaults(func=_cmd_schema)
     return parser
 
 

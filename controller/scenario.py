@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from assignors import TopicPartition
 
+from .errors import InputError
+
 NonNegative = Annotated[int, Field(ge=0, strict=True)]
 #: JSON object keys are strings; a partition number used as a key is parsed from one.
 PartitionKey = Annotated[int, Field(ge=0)]
@@ -46,10 +48,6 @@ class Scenario(BaseModel):
         if self.current is None:
             return None
         return {m: [TopicPartition(t, p) for t, p in v] for m, v in self.current.items()}
-
-
-class InputError(ValueError):
-    """A file a user gave us is unreadable or malformed; the message says where and why."""
 
 
 def describe(err: ValidationError, source: str, limit: int = 10) -> str:

@@ -1,0 +1,231 @@
+"""Daemon configuration: YAML, then environment overrides, validated before anything starts.
+
+Environment overrides use ``BALLAST_`` and ``__`` between levels, e.g.
+``BALLAST_KAFKA__BOOTSTRAP_SERVERS=broker:9092`` or ``BALLAST_REBALANCE__DELAY=2s``. Values
+are parsed as YAML scalars. Errors name the key, the reason, and where the value came from.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+from assignors import LagPolicy
+
+from .errors import InputError
+from .group import GroupTuning
+from .records import Name
+
+ENV_PREFIX = "BALLAST_"
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def _duration(value: object) -> object:
+    """Seconds as a number, or a string with a unit: ``250ms``, ``10s``, ``2m``."""
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if not match:
+            raise ValueError(f"not a duration: {value!r} (use e.g. 500ms, 10s, 2m)")
+        return float(match.group(1)) * _UNIT[match.group(2)]
+    return value
+
+
+Duration = Annotated[float, BeforeValidator(_duration), Field(ge=0, le=86_400)]
+PositiveDuration = Annotated[float, BeforeValidator(_duration), Field(gt=0, le=86_400)]
+Port = Annotated[int, Field(ge=1, le=65_535)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KafkaSettings(_Section):
+    bootstrap_servers: str = "127.0.0.1:9092"
+    client_id: str = "ballast"
+    #: Idempotent producer for the assignments topic. Brokers without InitProducerId
+    #: (Tansu 0.6) need ``false``; controller_epoch fencing protects either way.
+    idempotent_producer: bool = True
+    request_timeout: PositiveDuration = 30.0
+
+
+class MqttSettings(_Section):
+    host: str = "127.0.0.1"
+    port: Port = 1883
+    keepalive: Annotated[int, Field(ge=1, le=3600)] = 5
+    topic_prefix: Name = "ballast"
+    client_id: str = "ballast-controller"
+
+
+class MembershipSettings(_Section):
+    source: Literal["mqtt", "kafka"] = "mqtt"
+    heartbeat_topic: Name = "ballast.heartbeats"
+    session_timeout: PositiveDuration = 10.0
+
+
+class LagSettings(_Section):
+    #: ``poll``: read committed and end offsets; ``topic``: lag records; ``none``: no lag.
+    source: Literal["poll", "topic", "none"] = "poll"
+    poll_interval: PositiveDuration = 5.0
+    topic: Name = "ballast.lag"
+    smoothing: Annotated[float, Field(gt=0, le=1)] = 0.3
+    #: Lag of a partition with no committed offset, as KAFKA-5337: latest -> 0,
+    #: earliest -> everything retained.
+    auto_offset_reset: Literal["latest", "earliest"] = "latest"
+
+
+class RebalanceSettings(_Section):
+    delay: Duration = 1.0
+    leave_grace: Duration = 10.0
+    handoff_timeout: PositiveDuration = 15.0
+    trigger_ratio: Annotated[float, Field(ge=1)] = 1.25
+    target_ratio: Annotated[float, Field(ge=1)] = 1.05
+    max_moves: Annotated[int, Field(ge=0)] = 16
+    min_lag: Annotated[int, Field(ge=0)] = 1_000
+
+    @model_validator(mode="after")
+    def _ratios(self) -> RebalanceSettings:
+        if self.target_ratio > self.trigger_ratio:
+            raise ValueError("target_ratio must not exceed trigger_ratio")
+        return self
+
+    def tuning(self, smoothing: float) -> GroupTuning:
+        return GroupTuning(
+            rebalance_delay=self.delay,
+            leave_grace=self.leave_grace,
+            handoff_timeout=self.handoff_timeout,
+            lag_smoothing=smoothing,
+            policy=LagPolicy(
+                trigger_ratio=self.trigger_ratio,
+                target_ratio=self.target_ratio,
+                max_moves=self.max_moves,
+                min_lag=self.min_lag,
+            ),
+        )
+
+
+class GroupSettings(_Section):
+    name: Name
+    #: The consumer group id the fleet commits offsets under (default: ``name``).
+    commit_group: Name | None = None
+
+    @property
+    def offsets_group(self) -> str:
+        return self.commit_group or self.name
+
+
+class AssignmentsTopic(_Section):
+    name: Name = "ballast.assignments"
+    #: Used only when Ballast creates the topic.
+    partitions: Annotated[int, Field(ge=1, le=10_000)] = 12
+    replication_factor: Annotated[int, Field(ge=1, le=32)] = 1
+
+
+class HttpSettings(_Section):
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65_535)] = 8080
+
+
+class MetricsSettings(_Section):
+    #: Per-member series (lag, partitions) are opt-in and capped: member ids are unbounded.
+    per_member: bool = False
+    per_member_cap: Annotated[int, Field(ge=1, le=10_000)] = 50
+
+
+class LoggingSettings(_Section):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    #: ``auto``: console when stderr is a TTY, JSON otherwise.
+    format: Literal["auto", "json", "console"] = "auto"
+
+
+class Config(_Section):
+    kafka: KafkaSettings = KafkaSettings()
+    mqtt: MqttSettings = MqttSettings()
+    membership: MembershipSettings = MembershipSettings()
+    lag: LagSettings = LagSettings()
+    rebalance: RebalanceSettings = RebalanceSettings()
+    assignments: AssignmentsTopic = AssignmentsTopic()
+    groups: Annotated[list[GroupSettings], Field(min_length=1)]
+    http: HttpSettings = HttpSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    logging: LoggingSettings = LoggingSettings()
+
+    @model_validator(mode="after")
+    def _unique_groups(self) -> Config:
+        names = [g.name for g in self.groups]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"group names must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+    def group(self, name: str) -> GroupSettings:
+        return next(g for g in self.groups if g.name == name)
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """``BALLAST_A__B=v`` -> ``{"a": {"b": v}}`` with ``v`` parsed as a YAML scalar."""
+    out: dict[str, Any] = {}
+    for key, raw in sorted(environ.items()):
+        if not key.startswith(ENV_PREFIX) or key == "BALLAST_CONFIG":
+            continue
+        path = [p.lower() for p in key[len(ENV_PREFIX) :].split("__")]
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else raw
+        except yaml.YAMLError:
+            value = raw
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise InputError(f"environment {key}: conflicts with another override")
+        node[path[-1]] = value
+    return out
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_config(path: Path | None, environ: Mapping[str, str] | None = None) -> Config:
+    environ = os.environ if environ is None else environ
+    data: dict[str, Any] = {}
+    source = str(path) if path else "(defaults)"
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        except yaml.YAMLError as exc:
+            raise InputError(f"{path}: invalid YAML: {exc}") from exc
+        if loaded is not None and not isinstance(loaded, dict):
+            raise InputError(f"{path}: the top level must be a mapping of sections")
+        data = loaded or {}
+    overrides = env_overrides(environ)
+    merged = _merge(data, overrides)
+    try:
+        return Config.model_validate(merged)
+    except ValidationError as exc:
+        lines = []
+        for e in exc.errors()[:20]:
+            loc = [str(p) for p in e["loc"]]
+            where = ".".join(loc) or "(top level)"
+            env_key = ENV_PREFIX + "__".join(p.upper() for p in loc)
+            origin = f" (from environment {env_key})" if env_key in environ else ""
+            lines.append(f"{source}: {where}: {e['msg']}{origin}")
+        raise InputError("\n".join(lines)) from exc

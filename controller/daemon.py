@@ -1,0 +1,448 @@
+"""The controller daemon: the I/O around ``GroupState``.
+
+Start-up: make sure the assignments topic is compacted, read it to the end, rebuild every
+group's grants and generation, take ``controller_epoch = last + 1``, and only then report
+ready. Then membership and lag observations feed each group's state; a task per group
+wakes on observations or deadlines, ticks the state and publishes what it plans, retrying
+until the broker accepts (nothing is granted before it is durably written).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.admin import AIOKafkaAdminClient
+
+from assignors import TopicPartition
+
+from . import logs
+from .config import Config
+from .group import GroupState, Rebalance, Recovered, RejectedError
+from .handoff import Plan
+from .kafka_io import AssignmentPublisher, OffsetReader, ensure_compacted_topic, load_assignments
+from .membership import KafkaHeartbeats, MqttPresence, Sink
+from .metrics import Metrics
+from .records import DecodeError, LagRecord, Presence, decode, split_key
+
+log = logs.get("ballast.controller")
+
+
+@dataclass
+class _Group:
+    name: str
+    state: GroupState
+    epoch: int
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    revoked_at: dict[TopicPartition, float] = field(default_factory=dict)
+    publishing: bool = False
+    warned_topics: set[str] = field(default_factory=set)
+
+
+class Controller:
+    def __init__(self, cfg: Config, metrics: Metrics | None = None) -> None:
+        self.cfg = cfg
+        self.metrics = metrics or Metrics()
+        self.groups: dict[str, _Group] = {}
+        self.ready = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self._publisher = AssignmentPublisher(cfg)
+        self._readers: dict[str, OffsetReader] = {}
+        self._metadata_wake = asyncio.Event()
+        self._membership: MqttPresence | KafkaHeartbeats | None = None
+        self._stopping = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        cfg = self.cfg
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=cfg.kafka.bootstrap_servers, client_id=cfg.kafka.client_id
+        )
+        await admin.start()
+        try:
+            await ensure_compacted_topic(
+                admin,
+                cfg.assignments.name,
+                cfg.assignments.partitions,
+                cfg.assignments.replication_factor,
+            )
+        finally:
+            await admin.close()
+        self.metrics.connected.labels("kafka").set(1)
+        stored = await load_assignments(
+            cfg, on_invalid=lambda why: self._invalid("assignment", why)
+        )
+        now = time.monotonic()
+        for g in cfg.groups:
+            granted: dict[str, frozenset[TopicPartition]] = {}
+            topics: dict[str, frozenset[str]] = {}
+            generation = epoch = 0
+            for (group, member), s in stored.items():
+                if group != g.name or s.record is None:
+                    continue
+                granted[member] = s.record.held()
+                topics[member] = frozenset(s.record.topics)
+                generation = max(generation, s.record.generation)
+                epoch = max(epoch, s.record.controller_epoch)
+            reader = OffsetReader(cfg, g.offsets_group)
+            await reader.start()
+            self._readers[g.name] = reader
+            counts = await reader.partition_counts({t for ts in topics.values() for t in ts})
+            recovered = Recovered(generation, epoch, granted, topics)
+            state = GroupState(
+                g.name, cfg.rebalance.tuning(cfg.lag.smoothing), counts, recovered, now
+            )
+            self.groups[g.name] = _Group(g.name, state, epoch + 1)
+            self.metrics.epoch.labels(g.name).set(epoch + 1)
+            self.metrics.generation.labels(g.name).set(generation)
+            log.info(
+                "group_recovered",
+                group=g.name,
+                members=len(granted),
+                generation=generation,
+                epoch=epoch + 1,
+            )
+        await self._publisher.start()
+        sink = Sink(self._seen, self._gone, frozenset(self.groups))
+        if cfg.membership.source == "mqtt":
+            self._membership = MqttPresence(cfg, sink, self.metrics)
+        else:
+            heartbeats = KafkaHeartbeats(cfg, sink, self.metrics)
+            for grp in self.groups.values():
+                for member in grp.state.reconciler.granted:
+                    heartbeats.expect(grp.name, member)
+            self._membership = heartbeats
+        self._spawn(self._membership.run, "membership")
+        self._spawn(self._metadata_loop, "metadata")
+        if cfg.lag.source == "poll":
+            self._spawn(self._poll_lag_loop, "lag-poll")
+        elif cfg.lag.source == "topic":
+            self._spawn(self._lag_topic_loop, "lag-topic")
+        for grp in self.groups.values():
+            self._spawn(partial(self._group_loop, grp), f"group-{grp.name}")
+        if isinstance(self._membership, MqttPresence):
+            await asyncio.wait_for(self._membership.connected.wait(), timeout=30)
+        self.ready = True
+        self.metrics.ready.set(1)
+        log.info("ready", groups=sorted(self.groups))
+
+    async def stop(self) -> None:
+        """Drain: let in-flight publications finish, then stop every task and client."""
+        self._stopping = True
+        self.ready = False
+        self.metrics.ready.set(0)
+        deadline = time.monotonic() + 10
+        while any(g.publishing for g in self.groups.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self._publisher.stop()
+        for reader in self._readers.values():
+            await reader.stop()
+        log.info("stopped")
+
+    def _spawn(self, factory: Callable[[], Awaitable[None]], name: str) -> None:
+        self._tasks.append(asyncio.create_task(self._guard(factory, name), name=name))
+
+    async def _guard(self, factory: Callable[[], Awaitable[None]], name: str) -> None:
+        """A failing background task is logged and restarted, never silently lost."""
+        while True:
+            try:
+                await factory()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error("task_failed", task=name, error=repr(exc))
+                await asyncio.sleep(1.0)
+
+    # ------------------------------------------------------------------ observations
+
+    def _seen(self, p: Presence) -> None:
+        g = self.groups.get(p.group)
+        if g is None:
+            return
+        try:
+            g.state.on_presence(p, time.monotonic())
+        except RejectedError as exc:
+            self._invalid("presence", str(exc))
+            return
+        known = g.state.engine.partitions_per_topic
+        if any(t not in known for t in p.topics):
+            self._metadata_wake.set()
+        g.wake.set()
+
+    def _gone(self, group: str, member: str) -> None:
+        g = self.groups.get(group)
+        if g is not None:
+            g.state.on_gone(member, time.monotonic())
+            g.wake.set()
+
+    def _invalid(self, source: str, reason: str) -> None:
+        self.metrics.invalid.labels(source).inc()
+        log.warning("invalid_message", source=source, reason=reason)
+
+    # ------------------------------------------------------------------ group loop
+
+    async def _group_loop(self, g: _Group) -> None:
+        while True:
+            wake = g.state.next_wakeup()
+            timeout = None if wake is None else max(0.0, wake - time.monotonic())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(g.wake.wait(), timeout)
+            g.wake.clear()
+            while await self._step(g):
+                pass
+
+    async def _step(self, g: _Group) -> bool:
+        """One tick; True when it published (another step may now be possible)."""
+        started = time.monotonic()
+        rebalance, plan = g.state.tick(started)
+        if plan is not None:
+            g.publishing = True
+            try:
+                await self._publish(g, plan)
+            finally:
+                g.publishing = False
+            self._observe_handoffs(g, plan)
+            g.state.reconciler.commit(plan)
+            self.metrics.generation.labels(g.name).set(plan.generation)
+        for rel in g.state.reconciler.timed_out:
+            self.metrics.handoff_timeouts.labels(g.name).inc()
+            log.warning(
+                "handoff_timeout", group=g.name, member=rel.member, generation=rel.generation
+            )
+        g.state.reconciler.timed_out.clear()
+        if rebalance is not None:
+            self._record_rebalance(g, rebalance, plan, started)
+        self._update_gauges(g)
+        return plan is not None
+
+    async def _publish(self, g: _Group, plan: Plan) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                await self._publisher.publish(
+                    g.name, g.epoch, plan.generation, plan.records, g.state.engine.members
+                )
+                self.metrics.connected.labels("kafka").set(1)
+                return
+            except Exception as exc:
+                self.metrics.publish_errors.inc()
+                self.metrics.connected.labels("kafka").set(0)
+                log.warning(
+                    "publish_failed",
+                    group=g.name,
+                    generation=plan.generation,
+                    error=repr(exc),
+                    retry_in=backoff,
+                )
+                if self._stopping:
+                    raise
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def _observe_handoffs(self, g: _Group, plan: Plan) -> None:
+        now = time.monotonic()
+        for tp in plan.releases:
+            g.revoked_at.setdefault(tp, now)
+        for rec in plan.records:
+            for tp in rec.partitions or ():
+                start = g.revoked_at.pop(tp, None)
+                if start is not None:
+                    self.metrics.handoff.labels(g.name).observe(now - start)
+
+    def _record_rebalance(self, g: _Group, r: Rebalance, plan: Plan | None, started: float) -> None:
+        done = time.monotonic()
+        m = self.metrics
+        for reason in r.reasons:
+            m.rebalances.labels(g.name, reason).inc()
+        balance_moves = r.moved - r.moved_for_lag
+        if balance_moves:
+            m.moved.labels(g.name, "balance").inc(balance_moves)
+        if r.moved_for_lag:
+            m.moved.labels(g.name, "lag").inc(r.moved_for_lag)
+        m.rebalance_latency.labels(g.name).observe(done - r.first_event_at)
+        m.compute_seconds.labels(g.name).observe(done - started)
+        member_lag = g.state.engine.member_lag()
+        log.info(
+            "rebalance",
+            group=g.name,
+            generation=plan.generation if plan else g.state.reconciler.generation,
+            reason=",".join(r.reasons),
+            moved=r.moved,
+            moved_for_lag=r.moved_for_lag,
+            changed_members=r.changed_members,
+            records=len(plan.records) if plan else 0,
+            duration_ms=round((done - started) * 1000, 3),
+            latency_ms=round((done - r.first_event_at) * 1000, 3),
+            skew=round(_skew(member_lag), 3),
+        )
+
+    def _update_gauges(self, g: _Group) -> None:
+        m = self.metrics
+        state = g.state
+        engine = state.engine
+        assignment_sizes = {name: len(v) for name, v in state.reconciler.granted.items()}
+        total_parts = sum(
+            engine.partitions_per_topic.get(t, 0) for t in _subscribed(engine.members)
+        )
+        granted = sum(assignment_sizes.values())
+        m.members.labels(g.name).set(len(state.presence))
+        m.partitions.labels(g.name, "assigned").set(granted)
+        m.partitions.labels(g.name, "revoking").set(state.reconciler.revoking())
+        m.partitions.labels(g.name, "unassigned").set(
+            max(0, total_parts - granted - state.reconciler.revoking())
+        )
+        counts = list(assignment_sizes.values())
+        m.imbalance.labels(g.name).set(max(counts) - min(counts) if counts else 0)
+        member_lag = engine.member_lag()
+        m.lag_total.labels(g.name).set(sum(member_lag.values()))
+        m.lag_max_member.labels(g.name).set(max(member_lag.values(), default=0))
+        m.lag_skew.labels(g.name).set(_skew(member_lag))
+        if self.cfg.metrics.per_member:
+            for name in sorted(member_lag)[: self.cfg.metrics.per_member_cap]:
+                m.member_lag.labels(g.name, name).set(member_lag[name])
+                m.member_partitions.labels(g.name, name).set(assignment_sizes.get(name, 0))
+
+    # ------------------------------------------------------------------ metadata and lag
+
+    async def _metadata_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._metadata_wake.wait(), self.cfg.lag.poll_interval)
+            self._metadata_wake.clear()
+            for g in self.groups.values():
+                topics = _subscribed(g.state.engine.members) | {
+                    t for p in g.state.presence.values() for t in p.topics
+                }
+                counts = await self._readers[g.name].partition_counts(topics)
+                for topic in sorted(topics - counts.keys() - g.warned_topics):
+                    g.warned_topics.add(topic)
+                    log.warning("unknown_topic", group=g.name, topic=topic)
+                if counts:
+                    g.state.on_partitions(counts, time.monotonic())
+                    g.wake.set()
+
+    async def _poll_lag_loop(self) -> None:
+        while True:
+            for g in self.groups.values():
+                ppt = {t: n for t, n in g.state.engine.partitions_per_topic.items() if n > 0}
+                ppt = {t: n for t, n in ppt.items() if t in _subscribed(g.state.engine.members)}
+                try:
+                    lag = await self._readers[g.name].lag(ppt, self.cfg.lag.auto_offset_reset)
+                except Exception as exc:
+                    log.warning("lag_poll_failed", group=g.name, error=repr(exc))
+                    continue
+                if lag:
+                    g.state.on_lag(lag, time.monotonic())
+                    g.wake.set()
+            await asyncio.sleep(self.cfg.lag.poll_interval)
+
+    async def _lag_topic_loop(self) -> None:
+        consumer = AIOKafkaConsumer(
+            self.cfg.lag.topic,
+            bootstrap_servers=self.cfg.kafka.bootstrap_servers,
+            client_id=f"{self.cfg.kafka.client_id}-lag-topic",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        try:
+            while True:
+                batch = await consumer.getmany(timeout_ms=500)
+                readings: dict[str, dict[TopicPartition, int]] = {}
+                for records in batch.values():
+                    for msg in records:
+                        self._lag_record(msg, readings)
+                for name, lag in readings.items():
+                    self.groups[name].state.on_lag(lag, time.monotonic())
+                    self.groups[name].wake.set()
+        finally:
+            await consumer.stop()
+
+    def _lag_record(self, msg: object, readings: dict[str, dict[TopicPartition, int]]) -> None:
+        source = f"{msg.topic}[{msg.partition}]@{msg.offset}"  # type: ignore[attr-defined]
+        try:
+            group, topic, partition = split_key(msg.key, source, parts=3)  # type: ignore[attr-defined]
+            rec = decode(LagRecord, msg.value, source)  # type: ignore[attr-defined]
+        except DecodeError as exc:
+            self._invalid("lag", str(exc))
+            return
+        if (rec.group, rec.topic, str(rec.partition)) != (group, topic, partition):
+            self._invalid(
+                "lag", f"{source}: key {group}/{topic}/{partition} disagrees with the body"
+            )
+            return
+        if group not in self.groups:
+            return
+        known = self.groups[group].state.engine.partitions_per_topic
+        if rec.partition >= known.get(rec.topic, 0):
+            self._invalid(
+                "lag",
+                f"{source}: {rec.topic}-{rec.partition} is not a partition of a subscribed topic",
+            )
+            return
+        readings.setdefault(group, {})[TopicPartition(rec.topic, rec.partition)] = rec.lag
+
+    # ------------------------------------------------------------------ read-only views
+
+    def group_view(self, name: str) -> dict[str, object]:
+        g = self.groups[name]
+        engine = g.state.engine
+        member_lag = engine.member_lag()
+        granted = g.state.reconciler.granted
+        members = {}
+        for member, topics in engine.members.items():
+            p = g.state.presence.get(member)
+            members[member] = {
+                "topics": sorted(topics),
+                "live": p is not None,
+                "in_leave_grace": member in g.state.grace,
+                "applied_generation": g.state.reconciler.acked.get(member, -1),
+                "granted": [[tp.topic, tp.partition] for tp in sorted(granted.get(member, ()))],
+                "target": [[tp.topic, tp.partition] for tp in engine.partitions_of(member)],
+                "lag": member_lag.get(member, 0),
+                "rack": p.rack if p else None,
+            }
+        counts = [len(v) for v in granted.values()]
+        return {
+            "group": name,
+            "generation": g.state.reconciler.generation,
+            "controller_epoch": g.epoch,
+            "members": members,
+            "revoking": [
+                {
+                    "partition": [tp.topic, tp.partition],
+                    "from": r.member,
+                    "generation": r.generation,
+                }
+                for tp, r in sorted(g.state.reconciler.releasing.items())
+            ],
+            "quality": {
+                "count_spread": max(counts) - min(counts) if counts else 0,
+                "total_lag": sum(member_lag.values()),
+                "max_member_lag": max(member_lag.values(), default=0),
+                "lag_skew": _skew(member_lag),
+            },
+        }
+
+
+def _subscribed(members: dict[str, frozenset[str]]) -> set[str]:
+    return {t for topics in members.values() for t in topics}
+
+
+def _skew(member_lag: dict[str, int]) -> float:
+    if not member_lag:
+        return 1.0
+    mean = sum(member_lag.values()) / len(member_lag)
+    return max(member_lag.values()) / mean if mean > 0 else 1.0

