@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,14 +43,14 @@ def names() -> tuple[str, str]:
 
 
 @pytest.fixture
-async def topic(kafka: embedded.BrokerProcess, names: tuple[str, str]) -> AsyncIterator[str]:
+async def topic(kafka: embedded.BrokerProcess, names: tuple[str, str]) -> str:
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
     await admin.start()
     try:
         await admin.create_topics([NewTopic(names[1], 12, 1)])
     finally:
         await admin.close()
-    yield names[1]
+    return names[1]
 
 
 def make_config(
@@ -70,6 +70,7 @@ def make_config(
     }
     for key, value in over.items():
         section = raw.setdefault(key, {})
-        assert isinstance(section, dict) and isinstance(value, dict)
+        assert isinstance(section, dict)
+        assert isinstance(value, dict)
         section.update(value)
     return Config.model_validate(raw)

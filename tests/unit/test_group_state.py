@@ -97,9 +97,10 @@ class Sim:
                 for r in p.records
                 if r.member == name
             ]
-            if latest and latest[-1][1] is not None:
+            if latest:
                 gen, parts = latest[-1]
-                c.inbox.append((self.now, gen, parts))
+                if parts is not None:
+                    c.inbox.append((self.now, gen, parts))
         c.alive, c.topics = True, topics
         self.consumers[name] = c
         self.group.on_presence(c.presence(), self.now)
