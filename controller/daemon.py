@@ -82,19 +82,22 @@ class Controller:
         for g in cfg.groups:
             granted: dict[str, frozenset[TopicPartition]] = {}
             topics: dict[str, frozenset[str]] = {}
+            releasing: dict[TopicPartition, tuple[str, int]] = {}
             generation = epoch = 0
             for (group, member), s in stored.items():
                 if group != g.name or s.record is None:
                     continue
                 granted[member] = s.record.held()
                 topics[member] = frozenset(s.record.topics)
+                for tp in s.record.releasing():
+                    releasing[tp] = (member, s.record.generation)
                 generation = max(generation, s.record.generation)
                 epoch = max(epoch, s.record.controller_epoch)
             reader = OffsetReader(cfg, g.offsets_group)
             await reader.start()
             self._readers[g.name] = reader
             counts = await reader.partition_counts({t for ts in topics.values() for t in ts})
-            recovered = Recovered(generation, epoch, granted, topics)
+            recovered = Recovered(generation, epoch, granted, topics, releasing)
             state = GroupState(
                 g.name, cfg.rebalance.tuning(cfg.lag.smoothing), counts, recovered, now
             )
@@ -208,13 +211,16 @@ class Controller:
         started = time.monotonic()
         rebalance, plan = g.state.tick(started)
         if plan is not None:
+            # Commit first: a member can ack a record the moment it is durable, possibly
+            # before this task resumes. Safe because a group's publications are sequential
+            # and retried until they land, so no later plan is published before this one.
+            self._observe_handoffs(g, plan)
+            g.state.reconciler.commit(plan)
             g.publishing = True
             try:
                 await self._publish(g, plan)
             finally:
                 g.publishing = False
-            self._observe_handoffs(g, plan)
-            g.state.reconciler.commit(plan)
             self.metrics.generation.labels(g.name).set(plan.generation)
         for rel in g.state.reconciler.timed_out:
             self.metrics.handoff_timeouts.labels(g.name).inc()

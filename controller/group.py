@@ -60,6 +60,8 @@ class Recovered:
     controller_epoch: int
     granted: Mapping[str, frozenset[TopicPartition]]
     topics: Mapping[str, frozenset[str]]
+    #: Handoffs in flight when the previous controller stopped: partition -> (owner, gen).
+    releasing: Mapping[TopicPartition, tuple[str, int]] = field(default_factory=dict)
 
 
 class GroupState:
@@ -75,15 +77,19 @@ class GroupState:
         self.tuning = tuning
         granted = dict(recovered.granted) if recovered else {}
         topics = dict(recovered.topics) if recovered else {}
-        # A restart moves nothing: rebuild from what was granted, without lag.
-        self.engine, _ = IncrementalAssignor.from_snapshot(
+        # A restart moves nothing: rebuild from what was granted, without lag. Only
+        # partitions that were mid-handoff (granted to nobody) get a target here.
+        self.engine, start = IncrementalAssignor.from_snapshot(
             partitions_per_topic, topics, current=granted, policy=tuning.policy
         )
         self.reconciler = Reconciler(
             handoff_timeout=tuning.handoff_timeout,
             generation=recovered.generation if recovered else 0,
             granted=granted,
+            releasing=recovered.releasing if recovered else None,
+            now=now,
         )
+        self.reconciler.update_target(start.assignments, start.removed)
         self.presence: dict[str, Presence] = {}
         #: member -> when it is declared gone unless it comes back.
         self.grace: dict[str, float] = {m: now + tuning.leave_grace for m in granted}

@@ -6,9 +6,10 @@ dropped from A's record (generation g). It is granted to its new owner only once
 reports having applied g, A is gone, or ``handoff_timeout`` passed (A is then declared
 dead). So no partition is ever granted to two members at once (design invariant 1).
 
-``plan()`` computes the records to publish without changing the published state;
-``commit()`` applies a plan once its records are durably written. The I/O around it is
-in ``controller.daemon``.
+``plan()`` computes the records to publish without changing the granted state;
+``commit()`` makes a plan the granted state. The daemon commits a plan just before
+publishing it and retries publication until it lands, so no member ever sees a record the
+controller has not committed. The I/O around it is in ``controller.daemon``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class Outgoing:
     member: str
     #: The member's complete grant; ``None`` is a tombstone (the member left).
     partitions: frozenset[TopicPartition] | None
+    #: What the member still has to release (persisted so a restart can resume handoffs).
+    revoking: frozenset[TopicPartition] = frozenset()
 
 
 @dataclass(slots=True)
@@ -47,6 +50,8 @@ class Reconciler:
         handoff_timeout: float,
         generation: int = 0,
         granted: Mapping[str, Collection[TopicPartition]] | None = None,
+        releasing: Mapping[TopicPartition, tuple[str, int]] | None = None,
+        now: float = 0.0,
     ) -> None:
         self.handoff_timeout = handoff_timeout
         self.generation = generation
@@ -58,7 +63,11 @@ class Reconciler:
         }
         self.target: dict[str, frozenset[TopicPartition]] = dict(self.granted)
         self.acked: dict[str, int] = {}
-        self.releasing: dict[TopicPartition, Release] = {}
+        self.releasing: dict[TopicPartition, Release] = {
+            tp: Release(m, gen, now + handoff_timeout)
+            for tp, (m, gen) in (releasing or {}).items()
+            if tp not in self.owner
+        }
         self.timed_out: list[Release] = []
         self._dirty: set[str] = set()
         self._departed: set[str] = set()
@@ -112,17 +121,19 @@ class Reconciler:
                     self._waiting[tp] = m
             grant = frozenset(new)
             if grant != have:
-                records.append(Outgoing(m, grant))
                 for tp in held - grant:
                     releases[tp] = Release(m, gen, now + self.handoff_timeout)
                     del owner[tp]
+                pending = {tp for tp, r in self.releasing.items() if r.member == m}
+                pending |= {tp for tp, r in releases.items() if r.member == m}
+                records.append(Outgoing(m, grant, frozenset(pending)))
         if not records:
             self._dirty.clear()
             return None
         return Plan(gen, records, releases)
 
     def commit(self, plan: Plan) -> None:
-        """The plan's records are durably published: make them the granted state."""
+        """Make the plan the granted state (its records are being published)."""
         for rec in plan.records:
             old = self.granted.get(rec.member, frozenset())
             for tp in old:

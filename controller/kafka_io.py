@@ -183,6 +183,7 @@ class AssignmentPublisher:
                     generation=generation,
                     controller_epoch=epoch,
                     partitions=[(tp.topic, tp.partition) for tp in sorted(rec.partitions)],
+                    revoking=[(tp.topic, tp.partition) for tp in sorted(rec.revoking)],
                     topics=sorted(topics_of.get(rec.member, ())),
                     issued_at=now,
                 ).encode()

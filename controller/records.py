@@ -83,15 +83,22 @@ class Assignment(_Record):
     generation: NonNegative
     controller_epoch: NonNegative
     partitions: list[Partition]
+    #: Partitions this member was asked to release and has not yet confirmed. Not for
+    #: consuming: it lets a restarted controller resume in-flight handoffs, which the
+    #: compacted history alone cannot tell it.
+    revoking: list[Partition] = Field(default_factory=list)
     #: The subscription the assignment was computed for (lets a restarted controller
     #: rebuild its state before presence arrives).
     topics: list[Name] = Field(default_factory=list)
     issued_at: float
 
-    _check_partitions = field_validator("partitions")(_sorted_unique)
+    _check_partitions = field_validator("partitions", "revoking")(_sorted_unique)
 
     def held(self) -> frozenset[TopicPartition]:
         return frozenset(TopicPartition(t, p) for t, p in self.partitions)
+
+    def releasing(self) -> frozenset[TopicPartition]:
+        return frozenset(TopicPartition(t, p) for t, p in self.revoking)
 
 
 class LagRecord(_Record):

@@ -121,6 +121,13 @@ class Fleet:
             self.presence_topic(member.name), body.encode(), qos=1, retain=True
         )
 
+    async def catch_up(self, member: SimMember) -> None:
+        """Apply the member's latest record, as a client does on (re)start, and announce."""
+        latest = self._latest.get(member.name)
+        if latest is not None and latest.generation > member.generation:
+            self._apply(member, latest)
+        await self.announce(member)
+
     async def leave(self, name: str) -> None:
         """Clean leave: stop consuming, say so, clear presence, disconnect."""
         member = self.members.pop(name)

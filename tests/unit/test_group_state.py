@@ -299,3 +299,40 @@ def test_lag_smoothing_damps_a_single_spike() -> None:
     group.on_lag({tp: 1000}, 0.0)
     group.on_lag({tp: 11000}, 1.0)
     assert group.lag[tp] == pytest.approx(0.3 * 11000 + 0.7 * 1000)
+
+
+def test_recovered_in_flight_handoff_waits_for_the_old_owner() -> None:
+    tp = TopicPartition("orders", 1)
+    granted = {"a": frozenset({TopicPartition("orders", 0)}), "c": frozenset()}
+    rec = Recovered(
+        generation=5,
+        controller_epoch=1,
+        granted=granted,
+        topics={"a": frozenset({"orders"}), "c": frozenset({"orders"})},
+        releasing={tp: ("a", 5)},
+    )
+    group = GroupState("g", TUNING, {"orders": 2}, rec, now=0.0)
+    # a still holds orders-1 (it has not applied generation 5): not stray, and not granted.
+    group.on_presence(
+        Presence(
+            group="g",
+            member="a",
+            topics=["orders"],
+            generation=4,
+            partitions=[("orders", 0), ("orders", 1)],
+        ),
+        0.1,
+    )
+    group.on_presence(Presence(group="g", member="c", topics=["orders"], generation=5), 0.1)
+    _, plan = group.tick(0.2)
+    assert plan is None
+    # a applies generation 5: now c gets it.
+    group.on_presence(
+        Presence(
+            group="g", member="a", topics=["orders"], generation=5, partitions=[("orders", 0)]
+        ),
+        0.3,
+    )
+    _, plan = group.tick(0.4)
+    assert plan is not None
+    assert [(r.member, r.partitions) for r in plan.records] == [("c", frozenset({tp}))]
