@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from assignors import TopicPartition
 from controller import embedded
 from controller.simfleet import Fleet
 
