@@ -23,21 +23,30 @@ import json
 import statistics
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from controller import embedded
 from controller.config import Config
-from controller.daemon import Controller
-from controller.simfleet import Fleet
+from controller.daemon import Controller, ManagedGroup
+from controller.simfleet import Fleet, SimMember
 
 DELAY = 0.2
 
 
+def published(group: ManagedGroup, gen: int) -> bool:
+    return group.state.reconciler.generation > gen
+
+
+def delivered(first_record: dict[int, float], gen: int) -> bool:
+    return any(k > gen for k in first_record)
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def bench(
@@ -67,7 +76,11 @@ async def bench(
         fleet = Fleet(kafka.address, mqtt.port, "bench", keepalive=10)
         await fleet.start()
         first_record: dict[int, float] = {}
-        fleet.on_apply = lambda m: first_record.setdefault(m.generation, time.perf_counter())
+
+        def stamp(member: SimMember) -> None:
+            first_record.setdefault(member.generation, time.perf_counter())
+
+        fleet.on_apply = stamp
         try:
             started = time.perf_counter()
             await asyncio.gather(*(fleet.join(f"m{i:05d}", names) for i in range(members)))
@@ -90,10 +103,8 @@ async def bench(
                         await fleet.leave(victim)
                     else:
                         await fleet.join(victim, names)
-                    await fleet.wait_for(
-                        lambda g=gen: group.state.reconciler.generation > g, timeout=60
-                    )
-                    await fleet.wait_for(lambda g=gen: any(k > g for k in first_record), timeout=60)
+                    await fleet.wait_for(partial(published, group, gen), timeout=60)
+                    await fleet.wait_for(partial(delivered, first_record, gen), timeout=60)
                     seen = min(v for k, v in first_record.items() if k > gen)
                     e2e.append((seen - t0 - DELAY) * 1000)
                     controller_ms.append((compute._sum.get() - before_sum) * 1000)

@@ -34,7 +34,7 @@ log = logs.get("ballast.controller")
 
 
 @dataclass
-class _Group:
+class ManagedGroup:
     name: str
     state: GroupState
     epoch: int
@@ -48,7 +48,7 @@ class Controller:
     def __init__(self, cfg: Config, metrics: Metrics | None = None) -> None:
         self.cfg = cfg
         self.metrics = metrics or Metrics()
-        self.groups: dict[str, _Group] = {}
+        self.groups: dict[str, ManagedGroup] = {}
         self.ready = False
         self._tasks: list[asyncio.Task[None]] = []
         self._publisher = AssignmentPublisher(cfg)
@@ -101,7 +101,7 @@ class Controller:
             state = GroupState(
                 g.name, cfg.rebalance.tuning(cfg.lag.smoothing), counts, recovered, now
             )
-            self.groups[g.name] = _Group(g.name, state, epoch + 1)
+            self.groups[g.name] = ManagedGroup(g.name, state, epoch + 1)
             self.metrics.epoch.labels(g.name).set(epoch + 1)
             self.metrics.generation.labels(g.name).set(generation)
             log.info(
@@ -196,7 +196,7 @@ class Controller:
 
     # ------------------------------------------------------------------ group loop
 
-    async def _group_loop(self, g: _Group) -> None:
+    async def _group_loop(self, g: ManagedGroup) -> None:
         while True:
             wake = g.state.next_wakeup()
             timeout = None if wake is None else max(0.0, wake - time.monotonic())
@@ -206,7 +206,7 @@ class Controller:
             while await self._step(g):
                 pass
 
-    async def _step(self, g: _Group) -> bool:
+    async def _step(self, g: ManagedGroup) -> bool:
         """One tick; True when it published (another step may now be possible)."""
         started = time.monotonic()
         rebalance, plan = g.state.tick(started)
@@ -233,7 +233,7 @@ class Controller:
         self._update_gauges(g)
         return plan is not None
 
-    async def _publish(self, g: _Group, plan: Plan) -> None:
+    async def _publish(self, g: ManagedGroup, plan: Plan) -> None:
         backoff = 0.1
         while True:
             try:
@@ -257,7 +257,7 @@ class Controller:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
 
-    def _observe_handoffs(self, g: _Group, plan: Plan) -> None:
+    def _observe_handoffs(self, g: ManagedGroup, plan: Plan) -> None:
         now = time.monotonic()
         for tp in plan.releases:
             g.revoked_at.setdefault(tp, now)
@@ -267,7 +267,9 @@ class Controller:
                 if start is not None:
                     self.metrics.handoff.labels(g.name).observe(now - start)
 
-    def _record_rebalance(self, g: _Group, r: Rebalance, plan: Plan | None, started: float) -> None:
+    def _record_rebalance(
+        self, g: ManagedGroup, r: Rebalance, plan: Plan | None, started: float
+    ) -> None:
         done = time.monotonic()
         m = self.metrics
         for reason in r.reasons:
@@ -294,7 +296,7 @@ class Controller:
             skew=round(_skew(member_lag), 3),
         )
 
-    def _update_gauges(self, g: _Group) -> None:
+    def _update_gauges(self, g: ManagedGroup) -> None:
         m = self.metrics
         state = g.state
         engine = state.engine
