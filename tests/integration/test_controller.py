@@ -256,3 +256,56 @@ async def _until(predicate: object, timeout: float = 15.0) -> None:
     while not predicate():  # type: ignore[operator]
         assert loop.time() < deadline, "condition not reached"
         await asyncio.sleep(0.05)
+
+
+async def test_lag_topic_source_accepts_good_records_and_counts_bad_ones(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str], topic: str
+) -> None:
+    from controller.records import LagRecord  # noqa: PLC0415
+
+    group = names[0]
+    lag_topic = f"lag-{group}"
+    cfg = make_config(
+        kafka, mqtt, group, lag={"source": "topic", "topic": lag_topic, "smoothing": 1.0}
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=kafka.address, linger_ms=0)
+    await producer.start()
+    await producer.send_and_wait(
+        lag_topic, b"created", key=b"not/a/valid-key-shape/at-all"
+    )  # bad: key
+    async with running(cfg) as ctl, fleet_for(kafka, mqtt, group) as fleet:
+        await fleet.join("a", [topic])
+        await fleet.wait_for(lambda: len(fleet.members["a"].partitions) == 12)
+
+        def rec(partition: int, lag: int) -> bytes:
+            return LagRecord(
+                group=group, topic=topic, partition=partition, lag=lag, observed_at=1.0
+            ).encode()
+
+        try:
+            good = {3: 700, 4: 9}
+            for p, lag in good.items():
+                await producer.send_and_wait(
+                    lag_topic, rec(p, lag), key=f"{group}/{topic}/{p}".encode()
+                )
+            bad = [
+                (
+                    f"{group}/{topic}/5".encode(),
+                    b'{"group": "%s", "topic": "%s", "partition": 5, "lag": -1, "observed_at": 1}'
+                    % (group.encode(), topic.encode()),
+                ),
+                (f"{group}/{topic}/99".encode(), rec(99, 5)),  # not a partition of the topic
+                (f"{group}/{topic}/6".encode(), rec(7, 5)),  # key and body disagree
+                (f"{group}/{topic}/8".encode(), b"\x00garbage"),
+            ]
+            for key, value in bad:
+                await producer.send_and_wait(lag_topic, value, key=key)
+        finally:
+            await producer.stop()
+        state = ctl.groups[group].state
+        counter = ctl.metrics.invalid.labels("lag")
+        await fleet.wait_for(lambda: counter._value.get() >= len(bad) + 1)
+        await fleet.wait_for(lambda: state.lag.get(TopicPartition(topic, 3)) == 700)
+        assert state.lag[TopicPartition(topic, 4)] == 9
+        assert TopicPartition(topic, 5) not in state.lag
+        assert counter._value.get() == len(bad) + 1
