@@ -5,9 +5,11 @@ proportion to the partitions it moves, not to the size of the group:
 
 * ``_load``: every member's key ``(count, lag, name)`` in one sorted list; the donor for a
   member that is short of partitions is found from the top.
-* ``_heaps``: per topic, a lazy min-heap of its subscribers' keys; the receiver for a
-  partition is the top valid entry. Stale entries are skipped on read and the heap is
-  rebuilt when stale entries outnumber live ones.
+* ``_gheap``: a lazy min-heap of subscribers' keys per *topic group*, the topics that
+  have exactly the same subscribers (one group when subscriptions are identical). The
+  receiver for a partition is the top valid entry of its topic's group. Stale entries are
+  skipped on read; a heap is rebuilt when stale entries outnumber live ones. Groups are
+  refined (split) when a subscription cuts across one, never merged.
 * per member, its partitions sorted by lag, so the partition that best evens two members'
   lag is found by bisection.
 
@@ -53,6 +55,8 @@ from .types import (
 )
 
 Key = tuple[int, int, str]
+#: Donor candidates scanned from the top before falling back to per-topic holder heaps.
+_DONOR_SCAN = 8
 _SWAP_CANDIDATES = 256
 
 
@@ -65,6 +69,9 @@ class _Member:
     lag: int = 0
     #: topic -> how many of its partitions this member holds.
     held: dict[str, int] = field(default_factory=dict)
+    #: The topic groups this member subscribes to, valid while ``groups_version`` is current.
+    groups: tuple[int, ...] = ()
+    groups_version: int = -1
 
     @property
     def count(self) -> int:
@@ -98,7 +105,16 @@ class IncrementalAssignor:
         self._subs: dict[str, set[str]] = {}
         self._load: SortedList = SortedList()
         self._by_lag: SortedList = SortedList()
-        self._heaps: dict[str, list[Key]] = {}
+        self._tgroup: dict[str, int] = {}
+        self._gtopics: dict[int, set[str]] = {}
+        self._gheap: dict[int, list[Key]] = {}
+        #: A heap longer than this is mostly stale entries and is rebuilt on next need.
+        self._glimit: dict[int, int] = {}
+        self._gversion = 0
+        #: topic -> lazy max-heap (negated count and lag) of members holding its partitions;
+        #: built on first need, only groups with mixed subscriptions ever need it.
+        self._hheap: dict[str, list[tuple[int, int, str]]] | None = None
+        self._hheap_size = 0
         self._total_lag = 0
         self._begin()
 
@@ -171,6 +187,12 @@ class IncrementalAssignor:
         for topics, names in by_topics.items():
             for t in topics:
                 self._subs.setdefault(t, set()).update(names)
+        # Topic groups in one pass: topics with the same subscribers share a group.
+        by_subscribers: dict[frozenset[str], set[str]] = {}
+        for t, subs in sorted(self._subs.items()):
+            by_subscribers.setdefault(frozenset(subs), set()).add(t)
+        for topics_in_group in by_subscribers.values():
+            self._add_group(topics_in_group, None)
         self._load = SortedList(m.key() for m in self._members.values())
         self._by_lag = SortedList((m.lag, m.name) for m in self._members.values())
         coverable = sum(self._ppt.get(t, 0) for t, subs in self._subs.items() if subs)
@@ -238,6 +260,7 @@ class IncrementalAssignor:
         m = _Member(name, topics)
         self._members[name] = m
         self._record_member(m)
+        self._refine(topics)
         self._attach(m)
         for t in topics:
             self._add_subscriber(t, name)
@@ -274,6 +297,8 @@ class IncrementalAssignor:
         for t in old - topics:
             self._subs[t].discard(name)
         m.topics = topics
+        m.groups_version = -1
+        self._refine(topics)
         self._attach(m)
         for t in sorted(topics - old):
             self._add_subscriber(t, name)
@@ -395,17 +420,63 @@ class IncrementalAssignor:
                     queued.add(n)
                     stack.append(n)
 
+    def _violators(self) -> list[str]:
+        """Members on either side of a KIP-54 violation: the repair worklist after a bulk
+        load (any violation found later involves a member the repair itself changed)."""
+        least: dict[str, tuple[int, str]] = {}
+        for t, subs in self._subs.items():
+            if subs:
+                least[t] = min((self._members[n].count, n) for n in subs)
+        out: set[str] = set()
+        for m in self._members.values():
+            for t in m.held:
+                low = least.get(t)
+                if low is not None and m.count >= low[0] + 2:
+                    out.add(m.name)
+                    out.add(low[1])
+        return sorted(out)
+
     def _find_donor(self, b: _Member) -> _Member | None:
-        """The fullest member with 2+ more partitions than ``b`` holding one ``b`` may take."""
+        """The fullest member with 2+ more partitions than ``b`` holding one ``b`` may take.
+
+        The fullest few members are tried first (with identical subscriptions the first
+        always qualifies); past them, per-topic heaps of holders answer directly.
+        """
         need = b.count + 2
         if not self._load or self._load[-1][0] < need:
             return None
-        for count, _lag, name in reversed(self._load):
+        for i, (count, _lag, name) in enumerate(reversed(self._load)):
             if count < need:
                 return None
             a = self._members[name]
             if any(t in b.topics for t in a.held):
                 return a
+            if i >= _DONOR_SCAN:
+                break
+        best: tuple[int, int, str] | None = None
+        for t in b.topics:
+            top = self._max_holder(t)
+            if top is not None and -top[0] >= need and (best is None or top < best):
+                best = top
+        return None if best is None else self._members[best[2]]
+
+    def _max_holder(self, topic: str) -> tuple[int, int, str] | None:
+        if self._hheap is None:
+            heaps: dict[str, list[tuple[int, int, str]]] = {}
+            for m in self._members.values():
+                for t in m.held:
+                    heaps.setdefault(t, []).append((-m.count, -m.lag, m.name))
+            for heap in heaps.values():
+                heapq.heapify(heap)
+            self._hheap = heaps
+            self._hheap_size = sum(map(len, heaps.values()))
+        heap = self._hheap.get(topic)
+        while heap:
+            c, lag, name = heap[0]
+            m = self._members.get(name)
+            if m is not None and m.held.get(topic) and m.count == -c and m.lag == -lag:
+                return heap[0]
+            heapq.heappop(heap)
         return None
 
     def _receiver_for(self, a: _Member) -> _Member | None:
@@ -600,12 +671,46 @@ class IncrementalAssignor:
         key = m.key()
         self._load.add(key)
         self._by_lag.add((m.lag, m.name))
-        for t in m.topics:
-            heap = self._heaps.get(t)
+        if m.groups_version != self._gversion:
+            m.groups = tuple({self._tgroup[t] for t in m.topics})
+            m.groups_version = self._gversion
+        for g in m.groups:
+            heap = self._gheap.get(g)
             if heap is not None:
                 heapq.heappush(heap, key)
-                if len(heap) > 4 * len(self._subs.get(t, ())) + 64:
-                    del self._heaps[t]
+                if len(heap) > self._glimit[g]:
+                    del self._gheap[g]  # mostly stale entries: rebuild on next need
+        if self._hheap is not None:
+            entry = (-key[0], -key[1], key[2])
+            for t in m.held:
+                heapq.heappush(self._hheap.setdefault(t, []), entry)
+            self._hheap_size += len(m.held)
+            if self._hheap_size > 8 * len(self._owner) + 1024:
+                self._hheap = None  # mostly stale entries: rebuild on next need
+
+    def _refine(self, topics: frozenset[str]) -> None:
+        """Split topic groups so that every member subscribes to all or none of each."""
+        new = [t for t in sorted(topics) if t not in self._tgroup]
+        if new:
+            self._add_group(set(new), None)
+        for g in sorted({self._tgroup[t] for t in topics}):
+            inside = self._gtopics[g] & topics
+            if inside != self._gtopics[g]:
+                self._gtopics[g] -= inside
+                self._add_group(inside, g)
+
+    def _add_group(self, topics: set[str], parent: int | None) -> None:
+        gid = len(self._gtopics)
+        while gid in self._gtopics:
+            gid += 1
+        self._gtopics[gid] = topics
+        for t in topics:
+            self._tgroup[t] = gid
+        if parent is not None and parent in self._gheap:
+            # The split-off part has the same subscribers so far: share the heap's content.
+            self._gheap[gid] = list(self._gheap[parent])
+            self._glimit[gid] = self._glimit[parent]
+        self._gversion += 1
 
     def _add_subscriber(self, topic: str, name: str) -> None:
         subs = self._subs.setdefault(topic, set())
@@ -614,11 +719,15 @@ class IncrementalAssignor:
         subs.add(name)
 
     def _min_subscriber(self, topic: str) -> Key | None:
-        heap = self._heaps.get(topic)
+        g = self._tgroup.get(topic)
+        if g is None:
+            return None
+        heap = self._gheap.get(g)
         if heap is None:
             heap = [self._members[n].key() for n in self._subs.get(topic, ())]
             heapq.heapify(heap)
-            self._heaps[topic] = heap
+            self._gheap[g] = heap
+            self._glimit[g] = 4 * len(heap) + 64
         members = self._members
         while heap:
             key = heap[0]
@@ -710,7 +819,7 @@ class _Start:
         eng._plag = self.plag
         eng._bulk_load(spec.members, spec.topics_of, self.initial)
         budget = 4 * len(spec.members) + 64 if self.fresh else policy.max_moves
-        work = () if self.fresh and self.uniform else spec.members
+        work = () if self.fresh and self.uniform else eng._violators()
         change = eng._settle(work, lag_budget=budget, count_lag_moves=not self.fresh)
         return eng, change
 

@@ -45,8 +45,14 @@ class GroupSpec:
     def is_uniform(self) -> bool:
         """All members subscribe to the same set of existing topics."""
         existing = set(self.topics)
-        sets = {self.topics_of[m] & existing for m in self.members}
-        return len(sets) <= 1
+        first: frozenset[str] | None = None
+        for fs in set(self.topics_of.values()):  # frozensets cache their hash
+            mine = fs & existing
+            if first is None:
+                first = mine
+            elif mine != first:
+                return False
+        return True
 
     def empty_assignment(self) -> Assignment:
         return {m: [] for m in self.members}
@@ -64,6 +70,9 @@ def build_spec(partitions_per_topic: PartitionsPerTopic, subscriptions: Subscrip
             )
         ppt[topic] = count
     topics_of: dict[str, frozenset[str]] = {}
+    # Members usually share subscriptions: build each distinct topic set once (a tuple is
+    # far cheaper to hash than a frozenset is to build).
+    seen: dict[tuple[str, ...], frozenset[str]] = {}
     for member, topics in subscriptions.items():
         if not isinstance(member, str):
             raise TypeError(f"subscriptions: member id must be str, got {member!r}")
@@ -71,8 +80,12 @@ def build_spec(partitions_per_topic: PartitionsPerTopic, subscriptions: Subscrip
             raise TypeError(
                 f"subscriptions[{member!r}]: expected a collection of topic names, got a str"
             )
-        topics_of[member] = frozenset(topics)
-    subscribed = set().union(*topics_of.values()) if topics_of else set()
+        key = tuple(topics)
+        fs = seen.get(key)
+        if fs is None:
+            fs = seen[key] = frozenset(key)
+        topics_of[member] = fs
+    subscribed = set().union(*set(topics_of.values())) if topics_of else set()
     topics = tuple(sorted(t for t in subscribed if ppt.get(t, 0) > 0))
     return GroupSpec(
         members=tuple(sorted(topics_of)),
