@@ -463,11 +463,11 @@ class IncrementalAssignor:
     def _max_holder(self, topic: str) -> tuple[int, int, str] | None:
         if self._hheap is None:
             heaps: dict[str, list[tuple[int, int, str]]] = {}
-            for m in self._members.values():
-                for t in m.held:
-                    heaps.setdefault(t, []).append((-m.count, -m.lag, m.name))
-            for heap in heaps.values():
-                heapq.heapify(heap)
+            for member in self._members.values():
+                for t in member.held:
+                    heaps.setdefault(t, []).append((-member.count, -member.lag, member.name))
+            for built in heaps.values():
+                heapq.heapify(built)
             self._hheap = heaps
             self._hheap_size = sum(map(len, heaps.values()))
         heap = self._hheap.get(topic)
