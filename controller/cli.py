@@ -17,6 +17,7 @@ from assignors.quality import evaluate, member_lag
 from . import logs
 from .config import Config, load_config
 from .daemon import Controller
+from .demo import run_demo
 from .errors import InputError
 from .http import bound_port, serve
 from .records import json_schemas
@@ -106,6 +107,16 @@ async def run_daemon(cfg: Config) -> int:
     return 0
 
 
+def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.members < 3 or args.partitions < 1 or args.duration < 0:
+        raise InputError("demo: --members must be >= 3, --partitions >= 1, --duration >= 0")
+    try:
+        asyncio.run(run_demo(args.members, args.partitions, args.duration, args.http_port))
+    except KeyboardInterrupt:
+        print("interrupted; everything stopped")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ballast", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -131,6 +142,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("config", type=Path)
     p.set_defaults(func=_cmd_check_config)
+
+    p = sub.add_parser("demo", help="embedded brokers, the controller and a simulated fleet")
+    p.add_argument("--members", type=int, default=5)
+    p.add_argument("--partitions", type=int, default=24)
+    p.add_argument(
+        "--duration", type=float, default=0.0, help="seconds to keep serving after the scenario"
+    )
+    p.add_argument("--http-port", type=int, default=0, help="0: any free port")
+    p.set_defaults(func=_cmd_demo)
 
     p = sub.add_parser("schema", help="print the JSON Schemas of the wire records")
     p.set_defaults(func=_cmd_schema)
