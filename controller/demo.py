@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -115,10 +117,11 @@ async def run_demo(members: int, partitions: int, duration: float, http_port: in
             await fleet.join(names[2], [TOPIC])
             await asyncio.sleep(3.5)
             moved = ctl.groups[GROUP].state.reconciler.generation != generation
+            outcome = "MOVED" if moved else "nothing moved"
             print(
                 _table(
                     ctl,
-                    f"member-2 restarted within leave_grace: {'MOVED' if moved else 'nothing moved'}",
+                    f"member-2 restarted within leave_grace: {outcome}",
                 )
             )
 
