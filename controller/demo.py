@@ -12,8 +12,6 @@ import asyncio
 import contextlib
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
-from functools import partial
 from pathlib import Path
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -96,14 +94,10 @@ async def run_demo(members: int, partitions: int, duration: float, http_port: in
             await _settle(ctl, fleet, members)
             print(_table(ctl, f"{members} members joined ({time.monotonic() - started:.2f}s)"))
 
-            steps = [
-                ("clean leave of member-0", lambda: fleet.leave(names[0]), members - 1),
-                ("member-new joins", lambda: fleet.join("member-new", [TOPIC]), members),
-                (
-                    "member-1 crashes (its MQTT Will fires)",
-                    lambda: fleet.crash(names[1]),
-                    members - 1,
-                ),
+            steps: list[tuple[str, Callable[[], Awaitable[object]], int]] = [
+                ("clean leave of member-0", partial(fleet.leave, names[0]), members - 1),
+                ("member-new joins", partial(fleet.join, "member-new", [TOPIC]), members),
+                ("member-1 crashes (its Will fires)", partial(fleet.crash, names[1]), members - 1),
             ]
             for title, action, expect in steps:
                 t0 = time.monotonic()
