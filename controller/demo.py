@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
