@@ -15,6 +15,7 @@ from assignors import STRATEGIES, assign
 from assignors.quality import evaluate, member_lag
 
 from . import logs
+from .audit import run_audit
 from .config import Config, load_config
 from .daemon import Controller
 from .demo import run_demo
@@ -22,6 +23,7 @@ from .errors import InputError
 from .http import bound_port, serve
 from .records import json_schemas
 from .scenario import load_current, load_scenario
+from .worker import run_worker
 
 
 def _cmd_assign(args: argparse.Namespace) -> int:
@@ -117,6 +119,32 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_worker(args: argparse.Namespace) -> int:
+    asyncio.run(
+        run_worker(
+            bootstrap=args.bootstrap,
+            mqtt_port=args.mqtt_port,
+            group=args.group,
+            member=args.member,
+            topics=args.topic,
+            out=args.out,
+            restart=args.restart,
+            presence=args.presence,
+            delay=args.delay,
+        )
+    )
+    return 0
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    reports = asyncio.run(run_audit(args.bootstrap, args.topic, args.group, args.window))
+    for report in reports:
+        print(report.render())
+    if not reports:
+        print(f"no groups found in {args.topic}")
+    return 0 if all(r.ok for r in reports) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ballast", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -151,6 +179,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--http-port", type=int, default=0, help="0: any free port")
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("worker", help="a ManagedConsumer process that logs what it processes")
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--mqtt-port", type=int, default=1883)
+    p.add_argument("--presence", choices=("mqtt", "kafka"), default="mqtt")
+    p.add_argument("--group", required=True)
+    p.add_argument("--member", required=True)
+    p.add_argument("--topic", action="append", required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument(
+        "--restart", action="store_true", help="on SIGTERM keep partitions (leave_grace)"
+    )
+    p.add_argument("--delay", type=float, default=0.0, help="seconds of simulated work per batch")
+    p.set_defaults(func=_cmd_worker)
+
+    p = sub.add_parser("audit", help="check the invariants against the assignments topic's history")
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--topic", default="ballast.assignments")
+    p.add_argument("--group", action="append", help="only these groups (repeatable)")
+    p.add_argument(
+        "--window",
+        type=float,
+        default=60.0,
+        help="longest a partition may stay ungranted, seconds (rebalance_delay + handoff_timeout)",
+    )
+    p.set_defaults(func=_cmd_audit)
 
     p = sub.add_parser("schema", help="print the JSON Schemas of the wire records")
     p.set_defaults(func=_cmd_schema)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
@@ -21,18 +20,21 @@ from assignors import TopicPartition
 
 from .config import Config
 from .handoff import Outgoing
-from .records import Assignment, DecodeError, assignment_key, decode, split_key
+from .records import (
+    Assignment,
+    DecodeError,
+    LoggedRecord,
+    assignment_key,
+    decode,
+    split_key,
+)
+
+GENERATION_HEADER = "ballast-generation"
+EPOCH_HEADER = "ballast-epoch"
 
 
 class TopicConfigError(RuntimeError):
     """The assignments topic exists but cannot be used as it is."""
-
-
-@dataclass(frozen=True, slots=True)
-class StoredAssignment:
-    group: str
-    member: str
-    record: Assignment | None  # None: tombstone
 
 
 async def ensure_compacted_topic(
@@ -95,30 +97,33 @@ async def read_to_end(
             return out
 
 
-async def load_assignments(
-    cfg: Config,
+async def read_assignment_log(
+    bootstrap: str,
+    topic: str,
+    client_id: str,
     on_invalid: Callable[[str], None] | None = None,
-) -> dict[tuple[str, str], StoredAssignment]:
-    """Latest record per ``<group>/<member>`` key (tombstones included)."""
+) -> list[LoggedRecord]:
+    """Every valid record of the assignments topic, in partition-offset order."""
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=cfg.kafka.bootstrap_servers,
-        client_id=f"{cfg.kafka.client_id}-recovery",
+        bootstrap_servers=bootstrap,
+        client_id=client_id,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
     await consumer.start()
     try:
-        partitions = consumer.partitions_for_topic(cfg.assignments.name)
+        partitions = consumer.partitions_for_topic(topic)
         if partitions is None:
             await consumer.topics()
-            partitions = consumer.partitions_for_topic(cfg.assignments.name) or set()
-        tps = [KafkaTP(cfg.assignments.name, p) for p in sorted(partitions)]
-        latest: dict[tuple[str, str], StoredAssignment] = {}
+            partitions = consumer.partitions_for_topic(topic) or set()
+        tps = [KafkaTP(topic, p) for p in sorted(partitions)]
+        out: list[LoggedRecord] = []
         for msg in await read_to_end(consumer, tps):
-            source = f"{cfg.assignments.name}[{msg.partition}]@{msg.offset}"  # type: ignore[attr-defined]
+            source = f"{topic}[{msg.partition}]@{msg.offset}"  # type: ignore[attr-defined]
             try:
                 group, member = split_key(msg.key, source)  # type: ignore[attr-defined]
-                rec = None if msg.value is None else decode(Assignment, msg.value, source)  # type: ignore[attr-defined]
+                value = msg.value  # type: ignore[attr-defined]
+                rec = None if value is None else decode(Assignment, value, source)
             except DecodeError as exc:
                 if on_invalid:
                     on_invalid(str(exc))
@@ -127,19 +132,53 @@ async def load_assignments(
                 if on_invalid:
                     on_invalid(f"{source}: key {group}/{member} disagrees with the record body")
                 continue
-            prev = latest.get((group, member))
-            # A stale write from a deposed controller must not win (invariant 4).
-            if (
-                rec is not None
-                and prev is not None
-                and prev.record is not None
-                and rec.controller_epoch < prev.record.controller_epoch
-            ):
-                continue
-            latest[(group, member)] = StoredAssignment(group, member, rec)
-        return latest
+            headers = dict(msg.headers or ())  # type: ignore[attr-defined]
+            out.append(
+                LoggedRecord(
+                    group,
+                    member,
+                    rec,
+                    msg.partition,  # type: ignore[attr-defined]
+                    msg.offset,  # type: ignore[attr-defined]
+                    _int_header(headers.get(GENERATION_HEADER)),
+                    _int_header(headers.get(EPOCH_HEADER)),
+                )
+            )
+        return out
     finally:
         await consumer.stop()
+
+
+def _int_header(raw: bytes | None) -> int | None:
+    try:
+        return None if raw is None else int(raw)
+    except ValueError:
+        return None
+
+
+async def load_assignments(
+    cfg: Config, on_invalid: Callable[[str], None] | None = None
+) -> dict[tuple[str, str], LoggedRecord]:
+    """Latest record per ``<group>/<member>`` key (tombstones included). A record from an
+    older controller epoch than the key's previous record does not win (invariant 4)."""
+    log = await read_assignment_log(
+        cfg.kafka.bootstrap_servers,
+        cfg.assignments.name,
+        f"{cfg.kafka.client_id}-recovery",
+        on_invalid,
+    )
+    latest: dict[tuple[str, str], LoggedRecord] = {}
+    for entry in log:
+        prev = latest.get((entry.group, entry.member))
+        if (
+            entry.record is not None
+            and prev is not None
+            and prev.record is not None
+            and entry.record.controller_epoch < prev.record.controller_epoch
+        ):
+            continue
+        latest[(entry.group, entry.member)] = entry
+    return latest
 
 
 class AssignmentPublisher:
@@ -187,8 +226,15 @@ class AssignmentPublisher:
                     topics=sorted(topics_of.get(rec.member, ())),
                     issued_at=now,
                 ).encode()
+            # Headers date tombstones too (their value must stay null for compaction).
+            headers = [
+                (GENERATION_HEADER, str(generation).encode()),
+                (EPOCH_HEADER, str(epoch).encode()),
+            ]
             futures.append(
-                await self._producer.send(self._cfg.assignments.name, value=value, key=key)
+                await self._producer.send(
+                    self._cfg.assignments.name, value=value, key=key, headers=headers
+                )
             )
         await asyncio.gather(*futures)
 

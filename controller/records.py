@@ -9,6 +9,7 @@ Schemas generated from these models (``ballast schema``).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -113,6 +114,20 @@ class LagRecord(_Record):
     produce_rate: Annotated[float, Field(ge=0)] | None = None
     consume_rate: Annotated[float, Field(ge=0)] | None = None
     observed_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedRecord:
+    """One record as it sits in the topic (``record`` is None for a tombstone)."""
+
+    group: str
+    member: str
+    record: Assignment | None
+    partition: int
+    offset: int
+    #: From the record's headers (present on tombstones too); None if absent.
+    generation: int | None = None
+    epoch: int | None = None
 
 
 R = TypeVar("R", bound=_Record)

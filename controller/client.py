@@ -1,0 +1,380 @@
+"""``ManagedConsumer``: a Kafka consumer whose partitions Ballast decides.
+
+For fleets that use manual ``assign()``. The consumer announces its presence (MQTT with a
+Will, or the heartbeat topic), reads only the partition of the assignments topic its key
+hashes to, and applies its record the way Kafka applies a rebalance inside ``poll()``:
+assignment changes take effect inside ``getmany()`` (and ``async for``). Records it
+returned before have then been processed, so on revoke it stops fetching, calls
+``on_partitions_revoked``, commits, and only then acknowledges the generation. On grant it
+``assign()``s, starts from the committed offset (or ``auto_offset_reset``) and calls
+``on_partitions_assigned``. If the application stops polling, a pending revoke is applied
+anyway after ``revoke_timeout`` so that the fleet is never held up by one consumer.
+
+    async with ManagedConsumer("orders-fleet", "pod-7", ["orders"],
+                               bootstrap_servers="kafka:9092", mqtt_host="mqtt") as consumer:
+        async for record in consumer:
+            handle(record)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any, Literal
+
+import aiomqtt
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
+from aiokafka import TopicPartition as KafkaTP
+from aiokafka.partitioner import murmur2
+
+from . import logs
+from .records import Assignment, DecodeError, Presence, assignment_key, decode, split_key
+
+log = logs.get("ballast.client")
+
+Callback = Callable[[set[KafkaTP]], Awaitable[None] | None]
+
+
+def assignments_partition(key: bytes, partitions: int) -> int:
+    """Kafka's default partitioner: murmur2 of the key, as the controller's producer uses."""
+    hashed: int = murmur2(key)
+    return (hashed & 0x7FFFFFFF) % partitions
+
+
+class ManagedConsumer:
+    def __init__(
+        self,
+        group: str,
+        member: str,
+        topics: Iterable[str],
+        *,
+        bootstrap_servers: str,
+        presence: Literal["mqtt", "kafka"] = "mqtt",
+        mqtt_host: str = "127.0.0.1",
+        mqtt_port: int = 1883,
+        mqtt_keepalive: int = 5,
+        mqtt_prefix: str = "ballast",
+        heartbeat_topic: str = "ballast.heartbeats",
+        heartbeat_interval: float = 2.0,
+        assignments_topic: str = "ballast.assignments",
+        commit_group: str | None = None,
+        auto_offset_reset: Literal["earliest", "latest"] = "latest",
+        on_partitions_revoked: Callback | None = None,
+        on_partitions_assigned: Callback | None = None,
+        rack: str | None = None,
+        capacity: float | None = None,
+        report_lag: bool = False,
+        revoke_timeout: float = 5.0,
+        **consumer_options: Any,
+    ) -> None:
+        self.group = group
+        self.member = member
+        self.topics = sorted(set(topics))
+        self._bootstrap = bootstrap_servers
+        self._presence_kind = presence
+        self._mqtt = (mqtt_host, mqtt_port, mqtt_keepalive)
+        self._presence_topic = f"{mqtt_prefix}/{group}/members/{member}"
+        self._heartbeat_topic = heartbeat_topic
+        self._heartbeat_interval = heartbeat_interval
+        self._assignments_topic = assignments_topic
+        self._on_revoked = on_partitions_revoked
+        self._on_assigned = on_partitions_assigned
+        self._rack = rack
+        self._capacity = capacity
+        self._report_lag = report_lag
+        self._revoke_timeout = revoke_timeout
+        self._instance = uuid.uuid4().hex[:16]
+        self._key = assignment_key(group, member)
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap_servers,
+            group_id=commit_group or group,  # commits only: it never subscribes
+            enable_auto_commit=False,
+            auto_offset_reset=auto_offset_reset,
+            **consumer_options,
+        )
+        self._reader = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap_servers,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        self._mqtt_client: aiomqtt.Client | None = None
+        self._producer: AIOKafkaProducer | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._lock = asyncio.Lock()
+        #: Highest epoch seen for the group, and the last record applied.
+        self.epoch = -1
+        self.generation = -1
+        self.assignment: frozenset[KafkaTP] = frozenset()
+        self._pending: Assignment | None = None
+        self._pending_since = 0.0
+        self._consumed: dict[KafkaTP, int] = {}
+        self._changed = asyncio.Event()
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        await self.consumer.start()
+        await self._reader.start()
+        partition = await self._own_partition()
+        tp = KafkaTP(self._assignments_topic, partition)
+        self._reader.assign([tp])
+        await self._reader.seek_to_beginning(tp)
+        # A restart first catches up with its own latest record, then announces itself.
+        await self._read_until_current(tp)
+        if self._pending is not None:
+            await self._apply_pending()
+        if self._presence_kind == "mqtt":
+            host, port, keepalive = self._mqtt
+            self._mqtt_client = aiomqtt.Client(
+                host,
+                port,
+                identifier=f"ballast-{self.group}-{self.member}",
+                keepalive=keepalive,
+                will=aiomqtt.Will(self._presence_topic, b"", qos=1, retain=True),
+            )
+            await self._mqtt_client.__aenter__()
+        else:
+            self._producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, linger_ms=0)
+            await self._producer.start()
+            self._tasks.append(asyncio.create_task(self._heartbeat_loop()))
+        await self._announce()
+        self._tasks.append(asyncio.create_task(self._read_assignments()))
+        self._tasks.append(asyncio.create_task(self._watchdog()))
+
+    async def close(self, *, leave: bool = True) -> None:
+        """Stop. ``leave=True`` (default) is a clean leave: release everything, commit, and
+        tell the controller so it reassigns at once. ``leave=False`` is a restart: the
+        controller keeps this member's partitions for ``leave_grace``."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        async with self._lock:
+            if leave and self.assignment:
+                await self._release(set(self.assignment))
+                self.consumer.assign([])
+                self.assignment = frozenset()
+        if leave:
+            with contextlib.suppress(Exception):
+                await self._announce(state="leaving")
+        if self._mqtt_client is not None:
+            with contextlib.suppress(Exception):
+                # Clearing presence: gone. Only a clean leave skips leave_grace, because
+                # the "leaving" message above came first.
+                await self._mqtt_client.publish(self._presence_topic, b"", qos=1, retain=True)
+            with contextlib.suppress(Exception):
+                await self._mqtt_client.__aexit__(None, None, None)
+        if self._producer is not None:
+            if leave:
+                with contextlib.suppress(Exception):
+                    await self._producer.send_and_wait(self._heartbeat_topic, None, key=self._key)
+            await self._producer.stop()
+        await self._reader.stop()
+        await self.consumer.stop()
+
+    async def __aenter__(self) -> ManagedConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ consuming
+
+    async def getmany(
+        self, timeout_ms: int = 1000, max_records: int | None = None
+    ) -> dict[KafkaTP, list[ConsumerRecord]]:
+        """Like ``AIOKafkaConsumer.getmany``; applies any new assignment first."""
+        async with self._lock:
+            if self._pending is not None:
+                await self._apply_pending()
+            if not self.assignment:
+                batch: dict[KafkaTP, list[ConsumerRecord]] = {}
+            else:
+                batch = await self.consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+                batch = {tp: recs for tp, recs in batch.items() if tp in self.assignment}
+                for tp, recs in batch.items():
+                    if recs:
+                        self._consumed[tp] = recs[-1].offset + 1
+        if not batch:
+            # Nothing assigned or nothing new: wait for a change instead of spinning.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._changed.wait(), timeout_ms / 1000 if not self.assignment else 0
+                )
+            self._changed.clear()
+        return batch
+
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[ConsumerRecord]:
+        while not self._closed:
+            for records in (await self.getmany()).values():
+                for record in records:
+                    yield record
+
+    async def commit(self) -> None:
+        """Commit everything returned so far on the partitions still assigned."""
+        async with self._lock:
+            offsets = {tp: o for tp, o in self._consumed.items() if tp in self.assignment}
+            if offsets:
+                await self.consumer.commit(offsets)
+
+    # ------------------------------------------------------------------ assignment
+
+    async def _apply_pending(self) -> None:
+        rec = self._pending
+        assert rec is not None
+        self._pending = None
+        target = {KafkaTP(t, p) for t, p in rec.partitions}
+        revoked = set(self.assignment) - target
+        added = target - set(self.assignment)
+        if revoked:
+            self.consumer.assign(sorted(self.assignment - revoked, key=_tp_key))  # stop fetching
+            await self._release(revoked)
+        self.consumer.assign(sorted(target, key=_tp_key))
+        # assign() resets every position to the committed offset; partitions we keep go on
+        # from what was already handed out, new ones start from their commits.
+        for tp in target - added:
+            if tp in self._consumed:
+                self.consumer.seek(tp, self._consumed[tp])
+        self.assignment = frozenset(target)
+        self.generation = rec.generation
+        if added and self._on_assigned:
+            await _call(self._on_assigned, added)
+        log.info(
+            "assignment_applied",
+            group=self.group,
+            member=self.member,
+            generation=rec.generation,
+            revoked=len(revoked),
+            added=len(added),
+            held=len(target),
+        )
+        if self._mqtt_client is not None or self._producer is not None:
+            await self._announce()  # the acknowledgement
+
+    async def _release(self, revoked: set[KafkaTP]) -> None:
+        if self._on_revoked:
+            await _call(self._on_revoked, revoked)
+        offsets = {tp: self._consumed.pop(tp) for tp in revoked if tp in self._consumed}
+        if offsets:
+            await self.consumer.commit(offsets)
+
+    async def _own_partition(self) -> int:
+        deadline = time.monotonic() + 30
+        while True:
+            parts = self._reader.partitions_for_topic(self._assignments_topic)
+            if parts:
+                return assignments_partition(self._key, len(parts))
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"assignments topic {self._assignments_topic!r} not found")
+            await self._reader.topics()
+            await asyncio.sleep(0.2)
+
+    async def _read_until_current(self, tp: KafkaTP) -> None:
+        end = (await self._reader.end_offsets([tp]))[tp]
+        while True:
+            batch = await self._reader.getmany(tp, timeout_ms=200)
+            for msg in batch.get(tp, []):
+                self._consider(msg)
+            position = await self._reader.position(tp)
+            if position >= max(end, self._reader.highwater(tp) or 0) and not batch:
+                return
+
+    async def _read_assignments(self) -> None:
+        async for msg in self._reader:
+            self._consider(msg)
+
+    def _consider(self, msg: ConsumerRecord) -> None:
+        if msg.key != self._key:
+            return
+        source = f"{msg.topic}[{msg.partition}]@{msg.offset}"
+        if msg.value is None:
+            return  # our tombstone: we left; a fresh record follows if we rejoin
+        try:
+            rec = decode(Assignment, msg.value, source)
+            split_key(msg.key, source)
+        except DecodeError as exc:
+            log.warning("invalid_assignment_record", reason=str(exc))
+            return
+        if rec.controller_epoch < self.epoch:
+            log.warning("fenced_record_ignored", epoch=rec.controller_epoch, current=self.epoch)
+            return
+        latest = self._pending.generation if self._pending else self.generation
+        if rec.controller_epoch == self.epoch and rec.generation <= latest:
+            return
+        self.epoch = rec.controller_epoch
+        self._pending = rec
+        self._pending_since = time.monotonic()
+        self._changed.set()
+
+    async def _watchdog(self) -> None:
+        """Apply a pending change if the application has not polled for revoke_timeout."""
+        while True:
+            await asyncio.sleep(min(0.5, self._revoke_timeout / 2))
+            if (
+                self._pending is not None
+                and time.monotonic() - self._pending_since >= self._revoke_timeout
+            ):
+                async with self._lock:
+                    if self._pending is not None:
+                        log.warning("applied_without_poll", member=self.member)
+                        await self._apply_pending()
+
+    # ------------------------------------------------------------------ presence
+
+    def _presence(self, state: Literal["active", "leaving"]) -> Presence:
+        lag = None
+        if self._report_lag and state == "active":
+            lag = []
+            for tp in sorted(self.assignment, key=_tp_key):
+                high = self.consumer.highwater(tp)
+                done = self._consumed.get(tp)
+                if high is not None and done is not None:
+                    lag.append((tp.topic, tp.partition, max(0, high - done)))
+        return Presence(
+            group=self.group,
+            member=self.member,
+            topics=self.topics,
+            instance=self._instance,
+            state=state,
+            rack=self._rack,
+            capacity=self._capacity,
+            generation=self.generation,
+            partitions=sorted((tp.topic, tp.partition) for tp in self.assignment),
+            lag=lag,
+            sent_at=time.time(),
+        )
+
+    async def _announce(self, state: Literal["active", "leaving"] = "active") -> None:
+        body = self._presence(state).encode()
+        if self._mqtt_client is not None:
+            await self._mqtt_client.publish(self._presence_topic, body, qos=1, retain=True)
+        elif self._producer is not None:
+            await self._producer.send_and_wait(self._heartbeat_topic, body, key=self._key)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._heartbeat_interval)
+            await self._announce()
+
+
+def _tp_key(tp: KafkaTP) -> tuple[str, int]:
+    return (tp.topic, tp.partition)
+
+
+async def _call(callback: Callback, partitions: set[KafkaTP]) -> None:
+    result = callback(partitions)
+    if inspect.isawaitable(result):
+        await result
