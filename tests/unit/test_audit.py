@@ -8,7 +8,15 @@ from controller.records import Assignment, LoggedRecord
 PPT = {"t": 2}
 
 
-def rec(member: str, gen: int, parts: list[int], *, epoch: int = 1, at: float | None = None, offset: int = 0) -> LoggedRecord:
+def rec(
+    member: str,
+    gen: int,
+    parts: list[int],
+    *,
+    epoch: int = 1,
+    at: float | None = None,
+    offset: int = 0,
+) -> LoggedRecord:
     body = Assignment(
         group="g",
         member=member,
@@ -18,11 +26,21 @@ def rec(member: str, gen: int, parts: list[int], *, epoch: int = 1, at: float | 
         topics=["t"],
         issued_at=float(gen) if at is None else at,
     )
-    return LoggedRecord("g", member, body, partition=hash(member) % 3, offset=offset or gen, generation=gen, epoch=epoch)
+    return LoggedRecord(
+        "g",
+        member,
+        body,
+        partition=hash(member) % 3,
+        offset=offset or gen,
+        generation=gen,
+        epoch=epoch,
+    )
 
 
 def tomb(member: str, gen: int, epoch: int = 1) -> LoggedRecord:
-    return LoggedRecord("g", member, None, partition=hash(member) % 3, offset=gen, generation=gen, epoch=epoch)
+    return LoggedRecord(
+        "g", member, None, partition=hash(member) % 3, offset=gen, generation=gen, epoch=epoch
+    )
 
 
 def test_clean_handoff_is_ok() -> None:
