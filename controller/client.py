@@ -32,6 +32,7 @@ from aiokafka import TopicPartition as KafkaTP
 from aiokafka.partitioner import murmur2
 
 from . import logs
+from .kafka_io import EPOCH_HEADER, GENERATION_HEADER
 from .records import Assignment, DecodeError, Presence, assignment_key, decode, split_key
 
 log = logs.get("ballast.client")
@@ -160,6 +161,7 @@ class ManagedConsumer:
                 await task
         async with self._lock:
             if leave and self.assignment:
+                self.consumer.pause(*self.assignment)
                 await self._release(set(self.assignment))
                 self.consumer.assign([])
                 self.assignment = frozenset()
@@ -240,7 +242,7 @@ class ManagedConsumer:
         revoked = set(self.assignment) - target
         added = target - set(self.assignment)
         if revoked:
-            self.consumer.assign(sorted(self.assignment - revoked, key=_tp_key))  # stop fetching
+            self.consumer.pause(*revoked)  # stop fetching; still assigned so commits work
             await self._release(revoked)
         self.consumer.assign(sorted(target, key=_tp_key))
         # assign() resets every position to the committed offset; partitions we keep go on
@@ -300,11 +302,11 @@ class ManagedConsumer:
         if msg.key != self._key:
             return
         source = f"{msg.topic}[{msg.partition}]@{msg.offset}"
-        if msg.value is None:
-            return  # our tombstone: we left; a fresh record follows if we rejoin
         try:
-            rec = decode(Assignment, msg.value, source)
             split_key(msg.key, source)
+            rec = (
+                self._tombstone(msg) if msg.value is None else decode(Assignment, msg.value, source)
+            )
         except DecodeError as exc:
             log.warning("invalid_assignment_record", reason=str(exc))
             return
@@ -318,6 +320,21 @@ class ManagedConsumer:
         self._pending = rec
         self._pending_since = time.monotonic()
         self._changed.set()
+
+    def _tombstone(self, msg: ConsumerRecord) -> Assignment:
+        """Our tombstone: we were removed. It means "hold nothing", dated by its headers
+        (without them: the current generation and epoch)."""
+        headers = dict(msg.headers or ())
+        return Assignment(
+            group=self.group,
+            member=self.member,
+            generation=int(
+                headers.get(GENERATION_HEADER, self.generation if self.generation >= 0 else 0)
+            ),
+            controller_epoch=int(headers.get(EPOCH_HEADER, max(self.epoch, 0))),
+            partitions=[],
+            issued_at=0.0,
+        )
 
     async def _watchdog(self) -> None:
         """Apply a pending change if the application has not polled for revoke_timeout."""
