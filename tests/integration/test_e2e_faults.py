@@ -126,12 +126,15 @@ class Cluster:
             )
             await asyncio.sleep(0.2)
 
-    def view(self) -> dict[str, object]:
+    def view(self) -> dict[str, Any]:
         with urllib.request.urlopen(
             f"http://127.0.0.1:{self.port}/v1/groups/{self.group}", timeout=2
         ) as r:
-            data: dict[str, object] = json.loads(r.read())
+            data: dict[str, Any] = json.loads(r.read())
             return data
+
+    def granted(self) -> dict[str, list[list[object]]]:
+        return {m: v["granted"] for m, v in self.view()["members"].items()}
 
     async def wait_ready(self) -> None:
         deadline = time.monotonic() + 30
