@@ -248,20 +248,21 @@ def lag_quality(seeds: int) -> list[dict[str, Any]]:
 
 
 def engine_rss(members: int, partitions: int) -> dict[str, float]:
-    """Peak RSS of a process holding the engine, measured in a fresh interpreter."""
+    """Peak RSS of a fresh interpreter holding the engine. Read from VmHWM: ``ru_maxrss``
+    survives fork and exec on Linux, so a child of this (large) process would report ours."""
     code = f"""
-import resource, json
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
-from kafka.structs import TopicPartition as KafkaTopicPartition
-
+import json
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
 from assignors import IncrementalAssignor
 ppt = {{f"topic-{{i:03d}}": {partitions} // 10 for i in range(10)}}
 subs = {{f"member-{{i:05d}}": list(ppt) for i in range({members})}}
-imported = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = hwm()
 eng, _ = IncrementalAssignor.from_snapshot(ppt, subs)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({{"peak_rss_mib": peak / 1024, "engine_mib": (peak - imported) / 1024}}))
+peak = hwm()
+print(json.dumps({{"peak_rss_mib": peak, "engine_mib": peak - before}}))
 """
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return dict(json.loads(res.stdout))

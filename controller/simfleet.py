@@ -100,6 +100,9 @@ class Fleet:
         )
         await client.__aenter__()
         member = SimMember(name, topics, client)
+        # Like the real client: see everything published so far (our own tombstone
+        # included) before picking up our last record.
+        await self._caught_up()
         self.members[name] = member
         latest = self._latest.get(name)
         if latest is not None:  # a restart: pick up our own last record first
@@ -145,6 +148,15 @@ class Fleet:
                 sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(Exception):
             await member.client.__aexit__(None, None, None)
+
+    async def _caught_up(self) -> None:
+        assert self._consumer is not None
+        tps = sorted(self._consumer.assignment(), key=lambda tp: tp.partition)
+        ends = await self._consumer.end_offsets(tps)
+        targets = {tp: max(ends[tp], self._consumer.highwater(tp) or 0) for tp in tps}
+        for tp, end in targets.items():
+            while await self._consumer.position(tp) < end:
+                await asyncio.sleep(0.01)
 
     def owners(self) -> dict[TopicPartition, list[str]]:
         out: dict[TopicPartition, list[str]] = {}
