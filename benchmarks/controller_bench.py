@@ -1,11 +1,13 @@
 """Controller latency: membership event -> published records, against real brokers.
 
-Starts Tansu and amqtt on loopback, a controller in this process, and a simulated fleet
-(real MQTT presence with Wills, real reading of the assignments topic). Then one member
+Starts Tansu and amqtt on loopback, the controller as its own process (``ballast run``),
+and a simulated fleet in this process (real MQTT presence with Wills, real reading of the
+assignments topic), so the fleet does not share the controller's CPU. Then one member
 at a time leaves cleanly and rejoins. Two numbers per event, both excluding the configured
 ``rebalance_delay``:
 
-* controller: from the rebalance tick to the broker acknowledging every record;
+* controller: from the rebalance tick to the broker acknowledging every record, read
+  from the daemon's own ``ballast_rebalance_compute_seconds`` histogram;
 * end to end: from the presence message being published to the first record of the new
   generation reaching the fleet, minus ``rebalance_delay``.
 
@@ -20,33 +22,55 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from controller import embedded
-from controller.config import Config
-from controller.daemon import Controller, ManagedGroup
 from controller.simfleet import Fleet, SimMember
 
 DELAY = 0.2
 
 
-def published(group: ManagedGroup, gen: int) -> bool:
-    return group.state.reconciler.generation > gen
-
-
-def delivered(first_record: dict[int, float], gen: int) -> bool:
-    return any(k > gen for k in first_record)
-
-
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The daemon's metrics as {"name{labels}": value}."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            out[key] = float(value)
+    return out
+
+
+def view(port: int, group: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/groups/{group}", timeout=5) as r:
+        data: dict[str, Any] = json.loads(r.read())
+        return data
+
+
+async def wait(predicate: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not await asyncio.to_thread(predicate):
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not reached")
+        await asyncio.sleep(0.02)
 
 
 async def bench(
@@ -61,75 +85,87 @@ async def bench(
         names = [f"bench-{i}" for i in range(topics)]
         await admin.create_topics([NewTopic(t, partitions // topics, 1) for t in names])
         await admin.close()
-        cfg = Config.model_validate(
-            {
-                "kafka": {"bootstrap_servers": kafka.address, "idempotent_producer": False},
-                "mqtt": {"port": mqtt.port},
-                "rebalance": {"delay": DELAY, "leave_grace": 5, "handoff_timeout": 10},
-                "lag": {"source": "none"},
-                "groups": [{"name": "bench"}, {"name": "burst"}],
-                "http": {"port": 0},
-            }
+        port = embedded.free_port()
+        config = Path(tmp) / "ballast.yaml"
+        config.write_text(
+            f"kafka: {{bootstrap_servers: '{kafka.address}', idempotent_producer: false}}\n"
+            f"mqtt: {{port: {mqtt.port}, keepalive: 30}}\n"
+            f"rebalance: {{delay: {DELAY}, leave_grace: 30, handoff_timeout: 60}}\n"
+            "lag: {source: none}\n"
+            "groups: [{name: bench}, {name: burst}]\n"
+            f"http: {{port: {port}}}\n"
+            "logging: {format: json, level: warning}\n"
         )
-        ctl = Controller(cfg)
-        await ctl.start()
-        fleet = Fleet(kafka.address, mqtt.port, "bench", keepalive=10)
-        await fleet.start()
+        daemon = subprocess.Popen(
+            [str(Path(sys.executable).parent / "ballast"), "run", "--config", str(config)],
+            stderr=(Path(tmp) / "daemon.log").open("w"),
+        )
+        fleet = Fleet(kafka.address, mqtt.port, "bench", keepalive=30)
         first_record: dict[int, float] = {}
 
         def stamp(member: SimMember) -> None:
             first_record.setdefault(member.generation, time.perf_counter())
 
-        fleet.on_apply = stamp
         try:
+            await wait(lambda: _ready(port), 60)
+            await fleet.start()
+            fleet.on_apply = stamp
             started = time.perf_counter()
-            await asyncio.gather(*(fleet.join(f"m{i:05d}", names) for i in range(members)))
+            for i in range(0, members, 50):
+                await asyncio.gather(
+                    *(fleet.join(f"m{j:05d}", names) for j in range(i, min(members, i + 50)))
+                )
             await fleet.wait_for(
                 lambda: sum(len(m.partitions) for m in fleet.members.values()) == partitions,
-                timeout=600,
+                timeout=900,
             )
             warmup = time.perf_counter() - started
-            group = ctl.groups["bench"]
-            compute = ctl.metrics.compute_seconds.labels("bench")
             e2e: list[float] = []
             controller_ms: list[float] = []
+            compute_sum = 'ballast_rebalance_compute_seconds_sum{group="bench"}'
+            rebalance_count = 'ballast_rebalance_compute_seconds_count{group="bench"}'
             for i in range(events):
                 victim = f"m{(i * 7919) % members:05d}"
                 for action in ("leave", "join"):
-                    gen = group.state.reconciler.generation
-                    before_sum = compute._sum.get()
+                    before = await asyncio.to_thread(scrape, port)
+                    gen: int = view(port, "bench")["generation"]
                     t0 = time.perf_counter()
                     if action == "leave":
                         await fleet.leave(victim)
                     else:
                         await fleet.join(victim, names)
-                    await fleet.wait_for(partial(published, group, gen), timeout=60)
+                    await wait(partial(published, port, gen), 60)
                     await fleet.wait_for(partial(delivered, first_record, gen), timeout=60)
                     seen = min(v for k, v in first_record.items() if k > gen)
                     e2e.append((seen - t0 - DELAY) * 1000)
-                    controller_ms.append((compute._sum.get() - before_sum) * 1000)
-                    # Let handoffs complete before the next event.
-                    await fleet.wait_for(lambda: group.state.reconciler.revoking() == 0, timeout=60)
+                    after = await asyncio.to_thread(scrape, port)
+                    # The first rebalance of this event (handoff grants follow as acks arrive).
+                    n = after[rebalance_count] - before[rebalance_count]
+                    controller_ms.append(
+                        (after[compute_sum] - before[compute_sum]) * 1000 / max(n, 1)
+                    )
+                    await wait(lambda: not view(port, "bench")["revoking"], 120)
                     await asyncio.sleep(0.05)
 
-            # Burst: many joins at once into a fresh group, counted in rebalances.
-            burst_fleet = Fleet(kafka.address, mqtt.port, "burst", keepalive=10)
+            burst_fleet = Fleet(kafka.address, mqtt.port, "burst", keepalive=30)
             await burst_fleet.start()
-            rebalances = ctl.metrics.rebalances.labels("burst", "join")
             await asyncio.gather(*(burst_fleet.join(f"b{i:04d}", names[:1]) for i in range(burst)))
             await burst_fleet.wait_for(
                 lambda: (
                     sum(len(m.partitions) for m in burst_fleet.members.values())
                     == partitions // topics
                 ),
-                timeout=300,
+                timeout=600,
             )
             await asyncio.sleep(1)
-            burst_rebalances = int(rebalances._value.get())
+            burst_rebalances = int(
+                scrape(port).get('ballast_rebalances_total{group="burst",reason="join"}', 0)
+            )
             await burst_fleet.stop()
         finally:
             await fleet.stop()
-            await ctl.stop()
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(30)
     return {
         "members": members,
         "partitions": partitions,
@@ -147,6 +183,22 @@ async def bench(
         "burst_joins": burst,
         "burst_rebalances": burst_rebalances,
     }
+
+
+def published(port: int, gen: int) -> bool:
+    return bool(view(port, "bench")["generation"] > gen)
+
+
+def delivered(first_record: dict[int, float], gen: int) -> bool:
+    return any(k > gen for k in first_record)
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
 
 
 def main() -> None:
