@@ -105,6 +105,7 @@ class ManagedConsumer:
         self._mqtt_client: aiomqtt.Client | None = None
         self._producer: AIOKafkaProducer | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._mqtt_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         #: Highest epoch seen for the group, and the last record applied.
         self.epoch = -1
@@ -130,20 +131,14 @@ class ManagedConsumer:
         if self._pending is not None:
             await self._apply_pending()
         if self._presence_kind == "mqtt":
-            host, port, keepalive = self._mqtt
-            self._mqtt_client = aiomqtt.Client(
-                host,
-                port,
-                identifier=f"ballast-{self.group}-{self.member}",
-                keepalive=keepalive,
-                will=aiomqtt.Will(self._presence_topic, b"", qos=1, retain=True),
-            )
-            await self._mqtt_client.__aenter__()
+            connected = asyncio.Event()
+            self._mqtt_task = asyncio.create_task(self._mqtt_loop(connected))
+            await asyncio.wait_for(connected.wait(), timeout=30)
         else:
             self._producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, linger_ms=0)
             await self._producer.start()
             self._tasks.append(asyncio.create_task(self._heartbeat_loop()))
-        await self._announce()
+            await self._announce()
         self._tasks.append(asyncio.create_task(self._read_assignments()))
         self._tasks.append(asyncio.create_task(self._watchdog()))
 
@@ -154,11 +149,7 @@ class ManagedConsumer:
         if self._closed:
             return
         self._closed = True
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await _cancel(self._tasks)
         async with self._lock:
             if leave and self.assignment:
                 self.consumer.pause(*self.assignment)
@@ -173,8 +164,8 @@ class ManagedConsumer:
                 # Clearing presence: gone. Only a clean leave skips leave_grace, because
                 # the "leaving" message above came first.
                 await self._mqtt_client.publish(self._presence_topic, b"", qos=1, retain=True)
-            with contextlib.suppress(Exception):
-                await self._mqtt_client.__aexit__(None, None, None)
+        if self._mqtt_task is not None:
+            await _cancel([self._mqtt_task])  # a clean DISCONNECT: the Will is not sent
         if self._producer is not None:
             if leave:
                 with contextlib.suppress(Exception):
@@ -377,14 +368,52 @@ class ManagedConsumer:
     async def _announce(self, state: Literal["active", "leaving"] = "active") -> None:
         body = self._presence(state).encode()
         if self._mqtt_client is not None:
-            await self._mqtt_client.publish(self._presence_topic, body, qos=1, retain=True)
+            # Disconnected: _mqtt_loop reconnects and announces the current state.
+            with contextlib.suppress(aiomqtt.MqttError):
+                await self._mqtt_client.publish(self._presence_topic, body, qos=1, retain=True)
         elif self._producer is not None:
             await self._producer.send_and_wait(self._heartbeat_topic, body, key=self._key)
+
+    async def _mqtt_loop(self, connected: asyncio.Event) -> None:
+        """Keep the MQTT session (with its Will) up; announce again after every reconnect,
+        since a restarted broker may have lost the retained presence."""
+        host, port, keepalive = self._mqtt
+        backoff = 0.2
+        while True:
+            try:
+                async with aiomqtt.Client(
+                    host,
+                    port,
+                    identifier=f"ballast-{self.group}-{self.member}",
+                    keepalive=keepalive,
+                    will=aiomqtt.Will(self._presence_topic, b"", qos=1, retain=True),
+                ) as client:
+                    self._mqtt_client = client
+                    await self._announce()
+                    connected.set()
+                    backoff = 0.2
+                    async for _ in client.messages:  # returns/raises when the link drops
+                        pass
+            except aiomqtt.MqttError as exc:
+                log.warning(
+                    "mqtt_reconnecting", member=self.member, error=str(exc), retry_in=backoff
+                )
+            self._mqtt_client = None
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
 
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self._heartbeat_interval)
             await self._announce()
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
 
 
 def _tp_key(tp: KafkaTP) -> tuple[str, int]:

@@ -65,8 +65,11 @@ async def test_join_leave_crash_and_restart_with_mqtt_presence(
         )
         for name in ("a", "b", "c"):
             await fleet.join(name, [topic])
-        await fleet.wait_for(lambda: set(fleet.owners()) == all_of(topic) and exclusive(fleet))
-        assert sorted(len(m.partitions) for m in fleet.members.values()) == [4, 4, 4]
+        await fleet.wait_for(
+            lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [4, 4, 4]
+        )
+        assert set(fleet.owners()) == all_of(topic)
+        assert exclusive(fleet)
 
         # Clean leave: reassigned without waiting for any timeout.
         await fleet.leave("b")

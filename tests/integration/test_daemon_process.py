@@ -88,7 +88,9 @@ async def test_daemon_process_http_logs_kill_and_drain(
         )
         for m in ("a", "b"):
             await fleet.join(m, [topic])
-        await fleet.wait_for(lambda: sum(len(m.partitions) for m in fleet.members.values()) == 12)
+        await fleet.wait_for(
+            lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [6, 6]
+        )
 
         status, body = await asyncio.to_thread(_get, port, f"/v1/groups/{group}")
         view = json.loads(body)

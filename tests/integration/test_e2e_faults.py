@@ -287,3 +287,38 @@ async def test_rolling_restart_moves_nothing(
         assert c.granted() == before
     finally:
         c.stop()
+
+
+async def test_mqtt_broker_restart(
+    kafka: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+    names: tuple[str, str],
+    topic: str,
+    tmp_path: Path,
+) -> None:
+    """The MQTT broker restarts (losing every retained presence). Controller and consumers
+    reconnect; members are back within leave_grace, so nothing moves and nothing is lost."""
+    c = Cluster(kafka, mqtt, names[0], topic, tmp_path)
+    try:
+        c.start_controller()
+        await c.wait_ready()
+        for w in ("a", "b", "c"):
+            c.start_worker(w)
+        await c.settled(3)
+        await c.produce(60)
+        await c.all_processed()
+        generation = c.view()["generation"]
+        granted = c.granted()
+        mqtt.stop()
+        await c.produce(60)  # consumption goes on without MQTT
+        await asyncio.sleep(1.0)
+        mqtt.start()
+        await c.produce(60)
+        seen = await c.all_processed()
+        await asyncio.sleep(LEAVE_GRACE / 2)
+        await c.settled(3)
+        assert not dupes(seen)
+        assert c.view()["generation"] == generation
+        assert c.granted() == granted
+    finally:
+        c.stop()
