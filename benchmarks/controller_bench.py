@@ -74,7 +74,7 @@ async def wait(predicate: Callable[[], bool], timeout: float) -> None:
 
 
 async def bench(
-    members: int, partitions: int, topics: int, events: int, burst: int
+    members: int, partitions: int, topics: int, events: int, burst: int, log_dir: Path | None = None
 ) -> dict[str, object]:
     with (
         tempfile.TemporaryDirectory(prefix="ballast-bench-") as tmp,
@@ -94,11 +94,11 @@ async def bench(
             "lag: {source: none}\n"
             "groups: [{name: bench}, {name: burst}]\n"
             f"http: {{port: {port}}}\n"
-            "logging: {format: json, level: warning}\n"
+            "logging: {format: json, level: info}\n"
         )
         daemon = subprocess.Popen(
             [str(Path(sys.executable).parent / "ballast"), "run", "--config", str(config)],
-            stderr=(Path(tmp) / "daemon.log").open("w"),
+            stderr=(Path(log_dir or tmp) / "daemon.log").open("w"),
         )
         fleet = Fleet(kafka.address, mqtt.port, "bench", keepalive=30)
         first_record: dict[int, float] = {}
@@ -210,8 +210,11 @@ def main() -> None:
     parser.add_argument("--topics", type=int, default=10)
     parser.add_argument("--events", type=int, default=50, help="leave+rejoin pairs")
     parser.add_argument("--burst", type=int, default=500)
+    parser.add_argument("--log-dir", type=Path, help="keep the daemon's log here")
     args = parser.parse_args()
-    result = asyncio.run(bench(args.members, args.partitions, args.topics, args.events, args.burst))
+    result = asyncio.run(
+        bench(args.members, args.partitions, args.topics, args.events, args.burst, args.log_dir)
+    )
     print(json.dumps(result, indent=2))
 
 

@@ -14,6 +14,7 @@ controller has not committed. The I/O around it is in ``controller.daemon``.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -63,11 +64,15 @@ class Reconciler:
         }
         self.target: dict[str, frozenset[TopicPartition]] = dict(self.granted)
         self.acked: dict[str, int] = {}
-        self.releasing: dict[TopicPartition, Release] = {
-            tp: Release(m, gen, now + handoff_timeout)
-            for tp, (m, gen) in (releasing or {}).items()
-            if tp not in self.owner
-        }
+        self.releasing: dict[TopicPartition, Release] = {}
+        #: member -> partitions it is releasing; deadlines in a lazy min-heap. Acks and
+        #: plans then cost what they touch, not the number of handoffs in flight.
+        self._releasing_of: dict[str, set[TopicPartition]] = {}
+        self._deadlines: list[tuple[float, TopicPartition]] = []
+        self._acked_since: set[str] = set()
+        for tp, (m, gen) in (releasing or {}).items():
+            if tp not in self.owner:
+                self._add_release(tp, Release(m, gen, now + handoff_timeout))
         self.timed_out: list[Release] = []
         self._dirty: set[str] = set()
         self._departed: set[str] = set()
@@ -92,6 +97,8 @@ class Reconciler:
     def ack(self, member: str, generation: int) -> None:
         if generation > self.acked.get(member, -1):
             self.acked[member] = generation
+            if member in self._releasing_of:
+                self._acked_since.add(member)
 
     # ------------------------------------------------------------------ planning
 
@@ -124,8 +131,7 @@ class Reconciler:
                 for tp in held - grant:
                     releases[tp] = Release(m, gen, now + self.handoff_timeout)
                     del owner[tp]
-                pending = {tp for tp, r in self.releasing.items() if r.member == m}
-                pending |= {tp for tp, r in releases.items() if r.member == m}
+                pending = set(self._releasing_of.get(m, ())) | (held - grant)
                 records.append(Outgoing(m, grant, frozenset(pending)))
         if not records:
             self._dirty.clear()
@@ -143,13 +149,16 @@ class Reconciler:
                 self.granted.pop(rec.member, None)
                 self._departed.discard(rec.member)
                 self.acked.pop(rec.member, None)
+                for tp in sorted(self._releasing_of.get(rec.member, ())):
+                    self._drop_release(tp)  # it is gone: nothing of its is held any more
                 continue
             self.granted[rec.member] = rec.partitions
             for tp in rec.partitions:
                 self.owner[tp] = rec.member
                 if self._waiting.get(tp) == rec.member:
                     del self._waiting[tp]
-        self.releasing.update(plan.releases)
+        for tp, rel in plan.releases.items():
+            self._add_release(tp, rel)
         self.generation = plan.generation
         self._dirty = {m for m in self._dirty if self.granted.get(m) != self.target.get(m)}
 
@@ -172,18 +181,33 @@ class Reconciler:
             out.append(rel.member)
         return out
 
+    def _add_release(self, tp: TopicPartition, rel: Release) -> None:
+        self.releasing[tp] = rel
+        self._releasing_of.setdefault(rel.member, set()).add(tp)
+        heapq.heappush(self._deadlines, (rel.deadline, tp))
+
+    def _drop_release(self, tp: TopicPartition) -> None:
+        rel = self.releasing.pop(tp)
+        mine = self._releasing_of[rel.member]
+        mine.discard(tp)
+        if not mine:
+            del self._releasing_of[rel.member]
+        self._wake(tp)
+
     def _free_releases(self, now: float) -> None:
-        for tp, rel in list(self.releasing.items()):
-            gone = rel.member not in self.granted or rel.member in self._departed
-            if self.acked.get(rel.member, -1) >= rel.generation or gone or now >= rel.deadline:
-                if (
-                    not gone
-                    and now >= rel.deadline
-                    and self.acked.get(rel.member, -1) < rel.generation
-                ):
-                    self.timed_out.append(rel)
-                del self.releasing[tp]
-                self._wake(tp)
+        """Free what acked or departed members released, and what timed out."""
+        for m in sorted(self._acked_since | self._departed):
+            gone = m not in self.granted or m in self._departed
+            for tp in sorted(self._releasing_of.get(m, ())):
+                if gone or self.acked.get(m, -1) >= self.releasing[tp].generation:
+                    self._drop_release(tp)
+        self._acked_since.clear()
+        while self._deadlines and self._deadlines[0][0] <= now:
+            deadline, tp = heapq.heappop(self._deadlines)
+            rel = self.releasing.get(tp)
+            if rel is not None and rel.deadline == deadline:
+                self.timed_out.append(rel)
+                self._drop_release(tp)
 
     def _wake(self, tp: TopicPartition) -> None:
         waiter = self._waiting.pop(tp, None)
