@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import json
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -154,7 +153,7 @@ async def ballast_run(
                 if kind == "clean":
                     await c.close()
                 else:
-                    await crash(c)
+                    await c.abort()
                 names = await produce_markers(producer, topic, held, f"{kind}{i}")
                 t1 = await wait_markers(tracker, names, 60)
                 results[kind].append((t1 - t0) * 1000)
@@ -179,20 +178,6 @@ async def ballast_run(
         "moved_per_event_max": max(moved, default=0),
         "duplicates": tracker.duplicates(),
     }
-
-
-async def crash(c: ManagedConsumer) -> None:
-    """Die without a word: no commit, no leaving message, no DISCONNECT (the Will fires)."""
-    client = c._mqtt_client
-    if c._mqtt_task is not None:
-        sock = client._client.socket() if client is not None else None
-        if isinstance(sock, socket.socket):
-            sock.shutdown(socket.SHUT_RDWR)
-        c._mqtt_task.cancel()
-    for task in c._tasks:
-        task.cancel()
-    await c.consumer.stop()
-    await c._reader.stop()
 
 
 # ------------------------------------------------------------------ group protocol

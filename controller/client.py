@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -170,6 +171,22 @@ class ManagedConsumer:
             if leave:
                 with contextlib.suppress(Exception):
                     await self._producer.send_and_wait(self._heartbeat_topic, None, key=self._key)
+            await self._producer.stop()
+        await self._reader.stop()
+        await self.consumer.stop()
+
+    async def abort(self) -> None:
+        """Fault injection for demos and tests: die like a killed process. No commit, no
+        leaving message, and the MQTT link is dropped without DISCONNECT, so the broker
+        publishes the Will."""
+        self._closed = True
+        client = self._mqtt_client
+        sock = client._client.socket() if client is not None else None  # private, on purpose
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        await _cancel([*self._tasks, *([self._mqtt_task] if self._mqtt_task else [])])
+        if self._producer is not None:
             await self._producer.stop()
         await self._reader.stop()
         await self.consumer.stop()

@@ -108,12 +108,12 @@ class GroupState:
             raise RejectedError(f"presence for group {p.group!r} arrived on group {self.name!r}")
         claimed = p.held()
         granted = self.reconciler.granted.get(p.member, frozenset())
-        releasing = {tp for tp, r in self.reconciler.releasing.items() if r.member == p.member}
-        stray = claimed - granted - releasing
+        stray = claimed - granted - self.reconciler.releasing_from(p.member)
         if stray:
             shown = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(stray)[:5])
             raise RejectedError(
-                f"member {p.member!r} claims partitions it was never granted: {shown}"
+                f"member {p.member!r} claims partitions it does not hold (never granted, or "
+                f"given away after it was declared dead): {shown}"
             )
         live = self.presence.get(p.member)
         if live is not None and live.instance and p.instance and live.instance != p.instance:

@@ -173,6 +173,9 @@ class Reconciler:
     def revoking(self) -> int:
         return len(self.releasing)
 
+    def releasing_from(self, member: str) -> frozenset[TopicPartition]:
+        return frozenset(self._releasing_of.get(member, ()))
+
     def holders(self, tp: TopicPartition) -> list[str]:
         """Members that may be consuming ``tp`` now (granted, or not yet confirmed released)."""
         out = [m for m, parts in self.granted.items() if tp in parts]
