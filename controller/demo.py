@@ -110,11 +110,7 @@ def render(ctl: Controller, fleet: Fleet, elapsed: float, events: list[str]) -> 
     quality = view["quality"]
     assert isinstance(members, dict)
     assert isinstance(quality, dict)
-    moved = sum(
-        v
-        for k, v in _samples(ctl, "ballast_partitions_moved_total").items()
-        if f'group="{GROUP}"' in k
-    )
+    moved = _counter(ctl, "ballast_partitions_moved_total")
     lines = [
         f"ballast demo  t={elapsed:5.1f}s  generation {view['generation']}  "
         f"epoch {view['controller_epoch']}  processed {fleet.processed}  "
@@ -132,13 +128,14 @@ def render(ctl: Controller, fleet: Fleet, elapsed: float, events: list[str]) -> 
     return "\n".join(lines)
 
 
-def _samples(ctl: Controller, name: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for metric in ctl.metrics.registry.collect():
-        for s in metric.samples:
-            if s.name == name:
-                out[str(sorted(s.labels.items()))] = s.value
-    return out
+def _counter(ctl: Controller, name: str) -> float:
+    """Sum of a counter's samples for the demo group, all reasons."""
+    return sum(
+        s.value
+        for metric in ctl.metrics.registry.collect()
+        for s in metric.samples
+        if s.name == name and s.labels.get("group") == GROUP
+    )
 
 
 async def run_demo(members: int, partitions: int, duration: float, http_port: int) -> None:

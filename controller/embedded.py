@@ -8,6 +8,7 @@ Kafka and MQTT; nothing here is used there.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -41,6 +42,17 @@ def wait_for_port(
         except OSError:
             time.sleep(0.05)
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the parent dies, even by SIGKILL, so a broker never
+    outlives the demo or test that started it (Linux prctl; elsewhere a no-op)."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def tansu_binary() -> Path:
@@ -78,6 +90,9 @@ class BrokerProcess:
             stderr=subprocess.STDOUT,
             env={**os.environ, **self.env},
             start_new_session=True,  # Ctrl-C in a terminal goes to us, not straight to it
+            # The child only calls prctl through an already-loaded libc: nothing that could
+            # deadlock on a lock another thread held at fork time.
+            preexec_fn=_die_with_parent,  # noqa: PLW1509
         )
         log.close()
         try:
