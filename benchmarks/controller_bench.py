@@ -107,7 +107,7 @@ async def bench(
             first_record.setdefault(member.generation, time.perf_counter())
 
         try:
-            await wait(lambda: _ready(port), 60)
+            await embedded.wait_until_ready(port, 60, proc=daemon)
             await fleet.start()
             fleet.on_apply = stamp
             started = time.perf_counter()
@@ -191,14 +191,6 @@ def published(port: int, gen: int) -> bool:
 
 def delivered(first_record: dict[int, float], gen: int) -> bool:
     return any(k > gen for k in first_record)
-
-
-def _ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
-            return bool(r.status == 200)
-    except OSError:
-        return False
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ Kafka and MQTT; nothing here is used there.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import os
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +55,27 @@ def _die_with_parent() -> None:
     outlives the demo or test that started it (Linux prctl; elsewhere a no-op)."""
     if _LIBC is not None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+async def wait_until_ready(
+    port: int, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None
+) -> None:
+    """Until a daemon's ``/readyz`` on loopback answers 200 (or ``proc`` exits)."""
+
+    def ready() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + timeout
+    while not await asyncio.to_thread(ready):
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"daemon exited with {proc.returncode} before it was ready")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"daemon on port {port} not ready after {timeout}s")
+        await asyncio.sleep(0.1)
 
 
 def tansu_binary() -> Path:

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -53,19 +52,6 @@ def _get(port: int, path: str) -> tuple[int, bytes]:
         return e.code, e.read()
 
 
-async def _wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "daemon exited early"
-        try:
-            if (await asyncio.to_thread(_get, port, "/readyz"))[0] == 200:
-                return
-        except OSError:
-            pass
-        await asyncio.sleep(0.1)
-    raise TimeoutError("daemon never became ready")
-
-
 async def test_daemon_process_http_logs_kill_and_drain(
     kafka: embedded.BrokerProcess,
     mqtt: embedded.BrokerProcess,
@@ -81,7 +67,7 @@ async def test_daemon_process_http_logs_kill_and_drain(
     fleet = Fleet(kafka.address, mqtt.port, group, keepalive=1)
     double: list[str] = []
     try:
-        await _wait_ready(port, proc)
+        await embedded.wait_until_ready(port, proc=proc)
         await fleet.start()
         fleet.on_apply = lambda _m: double.extend(
             str(tp) for tp, o in fleet.owners().items() if len(o) > 1
@@ -123,7 +109,7 @@ async def test_daemon_process_http_logs_kill_and_drain(
         # Restart: it recovers the granted state and finishes the handoff without ever
         # granting a partition that its old owner has not released.
         proc = _start(config, log)
-        await _wait_ready(port, proc)
+        await embedded.wait_until_ready(port, proc=proc)
         await fleet.catch_up(stuck)  # it applies its revoke late, after the restart
         await fleet.wait_for(
             lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [4, 4, 4],

@@ -137,16 +137,7 @@ class Cluster:
         return {m: v["granted"] for m, v in self.view()["members"].items()}
 
     async def wait_ready(self) -> None:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "controller never ready"
-            await asyncio.sleep(0.1)
+        await embedded.wait_until_ready(self.port, proc=self.controller)
 
     async def settled(self, members: int, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
