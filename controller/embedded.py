@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -152,6 +153,34 @@ def tansu(workdir: Path, port: int | None = None, storage: str | None = None) ->
     if storage:
         argv += ["--storage-engine", storage]
     return BrokerProcess("tansu", port, argv, workdir / f"tansu-{port}.log")
+
+
+def s3(workdir: Path, port: int | None = None) -> BrokerProcess:
+    """An S3-compatible server on loopback (moto), for Tansu's durable ``s3://`` storage."""
+    port = port or free_port()
+    exe = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or "moto_server"
+    return BrokerProcess(
+        "moto", port, [exe, "-p", str(port), "-H", "127.0.0.1"], workdir / f"moto-{port}.log"
+    )
+
+
+def durable_tansu(
+    workdir: Path, store: BrokerProcess, port: int | None = None, bucket: str = "tansu"
+) -> BrokerProcess:
+    """Tansu keeping topics, records and committed offsets in ``store`` (started), so the
+    broker can be restarted without losing anything. Verified here: all three survive."""
+    request = urllib.request.Request(f"http://127.0.0.1:{store.port}/{bucket}", method="PUT")
+    with contextlib.suppress(urllib.error.HTTPError):  # already exists
+        urllib.request.urlopen(request, timeout=10).close()
+    broker = tansu(workdir, port, storage=f"s3://{bucket}/")
+    broker.env = {
+        "AWS_ENDPOINT": f"http://127.0.0.1:{store.port}",
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_ACCESS_KEY_ID": "ballast",
+        "AWS_SECRET_ACCESS_KEY": "ballast",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    return broker
 
 
 def amqtt(workdir: Path, port: int | None = None) -> BrokerProcess:

@@ -13,8 +13,12 @@ import signal
 from pathlib import Path
 from typing import Literal
 
+from aiokafka.errors import KafkaError
+
 from . import logs
 from .client import ManagedConsumer
+
+log = logs.get("ballast.worker")
 
 
 async def run_worker(
@@ -56,7 +60,12 @@ async def run_worker(
                         sink.write(f"{r.topic} {r.partition} {r.offset} {value}\n")
                 if batch:
                     sink.flush()
-                    await consumer.commit()
+                    try:
+                        await consumer.commit()
+                    except KafkaError as exc:
+                        # Broker unreachable for a moment: the records stay uncommitted
+                        # and the next batch's commit covers them.
+                        log.warning("commit_failed", member=member, error=repr(exc))
                     if delay:
                         await asyncio.sleep(delay)
         finally:
