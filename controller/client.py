@@ -122,6 +122,13 @@ class ManagedConsumer:
 
     async def start(self) -> None:
         await self.consumer.start()
+        # aiokafka's coordinator routine asserts when assign() replaces the assignment
+        # while it is still looking the group coordinator up (seen with 100 consumers
+        # starting at once). Resolve the coordinator before the first assign(): later
+        # lookups then return without suspending, and the window is gone.
+        coordinator = getattr(self.consumer, "_coordinator", None)
+        if coordinator is not None and hasattr(coordinator, "ensure_coordinator_known"):
+            await coordinator.ensure_coordinator_known()
         await self._reader.start()
         partition = await self._own_partition()
         tp = KafkaTP(self._assignments_topic, partition)
