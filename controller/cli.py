@@ -110,10 +110,14 @@ async def run_daemon(cfg: Config) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    if args.members < 3 or args.partitions < 1 or args.duration < 0:
-        raise InputError("demo: --members must be >= 3, --partitions >= 1, --duration >= 0")
+    if args.members < 3 or args.partitions < 2 or args.duration < 0 or args.pace <= 0:
+        raise InputError(
+            "demo: --members must be >= 3, --partitions >= 2, --duration >= 0, --pace > 0"
+        )
     try:
-        asyncio.run(run_demo(args.members, args.partitions, args.duration, args.http_port))
+        asyncio.run(
+            run_demo(args.members, args.partitions, args.duration, args.http_port, args.pace)
+        )
     except KeyboardInterrupt:
         print("interrupted; everything stopped")
     return 0
@@ -178,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--duration", type=float, default=0.0, help="seconds to keep serving after the scenario"
     )
     p.add_argument("--http-port", type=int, default=0, help="0: any free port")
+    p.add_argument("--pace", type=float, default=6.0, help="seconds between scenario steps")
     p.set_defaults(func=_cmd_demo)
 
     p = sub.add_parser("worker", help="a ManagedConsumer process that logs what it processes")

@@ -138,7 +138,9 @@ def _counter(ctl: Controller, name: str) -> float:
     )
 
 
-async def run_demo(members: int, partitions: int, duration: float, http_port: int) -> None:
+async def run_demo(
+    members: int, partitions: int, duration: float, http_port: int, pace: float = 6.0
+) -> None:
     logs.configure("error", "console")
     with (
         tempfile.TemporaryDirectory(prefix="ballast-demo-") as tmp,
@@ -178,13 +180,17 @@ async def run_demo(members: int, partitions: int, duration: float, http_port: in
             await asyncio.gather(*(fleet.join(f"member-{i}") for i in range(members)))
             load = asyncio.create_task(traffic(kafka.address, partitions, 150.0, spike))
             steps: list[tuple[float, str, Callable[[], Awaitable[None]]]] = [
-                (6, "member-0 leaves cleanly", lambda: fleet.leave("member-0")),
-                (12, "member-new joins", lambda: fleet.join("member-new")),
-                (18, "member-1 crashes (its MQTT Will fires)", lambda: fleet.crash("member-1")),
-                (24, "lag spike: 400 records each on the last two partitions", _set(spike)),
+                (pace, "member-0 leaves cleanly", lambda: fleet.leave("member-0")),
+                (2 * pace, "member-new joins", lambda: fleet.join("member-new")),
+                (
+                    3 * pace,
+                    "member-1 crashes (its MQTT Will fires)",
+                    lambda: fleet.crash("member-1"),
+                ),
+                (4 * pace, "lag spike: 400 records each on the last two partitions", _set(spike)),
             ]
             started = time.monotonic()
-            end = started + max(duration, steps[-1][0] + 12)
+            end = started + max(duration, steps[-1][0] + 2 * pace)
             tty = sys.stdout.isatty()
             while time.monotonic() < end:
                 elapsed = time.monotonic() - started
