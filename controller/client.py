@@ -34,7 +34,16 @@ from aiokafka.partitioner import murmur2
 
 from . import logs
 from .kafka_io import EPOCH_HEADER, GENERATION_HEADER
-from .records import Assignment, DecodeError, Presence, assignment_key, decode, split_key
+from .membership import member_client
+from .records import (
+    Assignment,
+    DecodeError,
+    Presence,
+    assignment_key,
+    decode,
+    presence_topic,
+    split_key,
+)
 
 log = logs.get("ballast.client")
 
@@ -79,7 +88,7 @@ class ManagedConsumer:
         self._bootstrap = bootstrap_servers
         self._presence_kind = presence
         self._mqtt = (mqtt_host, mqtt_port, mqtt_keepalive)
-        self._presence_topic = f"{mqtt_prefix}/{group}/members/{member}"
+        self._presence_topic = presence_topic(mqtt_prefix, group, member)
         self._heartbeat_topic = heartbeat_topic
         self._heartbeat_interval = heartbeat_interval
         self._assignments_topic = assignments_topic
@@ -405,12 +414,12 @@ class ManagedConsumer:
         backoff = 0.2
         while True:
             try:
-                async with aiomqtt.Client(
+                async with member_client(
                     host,
                     port,
-                    identifier=f"ballast-{self.group}-{self.member}",
-                    keepalive=keepalive,
-                    will=aiomqtt.Will(self._presence_topic, b"", qos=1, retain=True),
+                    f"ballast-{self.group}-{self.member}",
+                    self._presence_topic,
+                    keepalive,
                 ) as client:
                     self._mqtt_client = client
                     await self._announce()

@@ -37,6 +37,20 @@ class Sink:
     groups: frozenset[str]
 
 
+def member_client(
+    host: str, port: int, identifier: str, topic: str, keepalive: int
+) -> aiomqtt.Client:
+    """An MQTT client for a member: its Will clears the member's retained presence, so
+    the broker reports the member gone when the connection dies without DISCONNECT."""
+    return aiomqtt.Client(
+        host,
+        port,
+        identifier=identifier,
+        keepalive=keepalive,
+        will=aiomqtt.Will(topic, b"", qos=1, retain=True),
+    )
+
+
 def _invalid(metrics: Metrics, source: str, reason: str) -> None:
     metrics.invalid.labels(source).inc()
     log.warning("invalid_message", source=source, reason=reason)

@@ -153,6 +153,11 @@ def decode(model: type[R], payload: bytes | None, source: str) -> R:
         raise DecodeError(source, "; ".join(problems)) from exc
 
 
+def presence_topic(prefix: str, group: str, member: str) -> str:
+    """The MQTT topic of a member's retained presence."""
+    return f"{prefix}/{group}/members/{member}"
+
+
 def assignment_key(group: str, member: str) -> bytes:
     return f"{group}/{member}".encode()
 

@@ -18,7 +18,8 @@ from aiokafka import TopicPartition as KafkaTP
 
 from assignors import TopicPartition
 
-from .records import Assignment, DecodeError, Presence, decode, split_key
+from .membership import member_client
+from .records import Assignment, DecodeError, Presence, decode, presence_topic, split_key
 
 
 @dataclass
@@ -59,7 +60,7 @@ class Fleet:
         self._latest: dict[str, Assignment | None] = {}
 
     def presence_topic(self, member: str) -> str:
-        return f"{self.prefix}/{self.group}/members/{member}"
+        return presence_topic(self.prefix, self.group, member)
 
     async def start(self) -> None:
         self._consumer = AIOKafkaConsumer(
@@ -91,12 +92,12 @@ class Fleet:
             await self._consumer.stop()
 
     async def join(self, name: str, topics: list[str]) -> SimMember:
-        client = aiomqtt.Client(
+        client = member_client(
             self.mqtt_host,
             self.mqtt_port,
-            identifier=f"sim-{self.group}-{name}",
-            keepalive=self.keepalive,
-            will=aiomqtt.Will(self.presence_topic(name), b"", qos=1, retain=True),
+            f"sim-{self.group}-{name}",
+            self.presence_topic(name),
+            self.keepalive,
         )
         await client.__aenter__()
         member = SimMember(name, topics, client)

@@ -57,6 +57,14 @@ class Cluster:
             "logging: {format: json}\n"
         )
 
+    async def start_fleet(self, *workers: str, restart: bool = False) -> None:
+        """The controller, then ``workers``, and wait until they share every partition."""
+        self.start_controller()
+        await self.wait_ready()
+        for w in workers:
+            self.start_worker(w, restart=restart)
+        await self.settled(len(workers))
+
     def start_controller(self) -> None:
         self.controller = subprocess.Popen(
             [str(BIN), "run", "--config", str(self.config)],
@@ -180,11 +188,7 @@ async def test_fleet_under_faults(
     c = Cluster(kafka, mqtt, group, topic, tmp_path)
     report: dict[str, int] = {}
     try:
-        c.start_controller()
-        await c.wait_ready()
-        for w in ("a", "b", "c"):
-            c.start_worker(w)
-        await c.settled(3)
+        await c.start_fleet("a", "b", "c")
         await c.produce(120)
         assert not dupes(await c.all_processed())
 
@@ -264,11 +268,7 @@ async def test_rolling_restart_moves_nothing(
 ) -> None:
     c = Cluster(kafka, mqtt, names[0], topic, tmp_path)
     try:
-        c.start_controller()
-        await c.wait_ready()
-        for w in ("a", "b"):
-            c.start_worker(w, restart=True)
-        await c.settled(2)
+        await c.start_fleet("a", "b", restart=True)
         generation = c.view()["generation"]
         before = c.granted()
         for w in ("a", "b"):
@@ -292,11 +292,7 @@ async def test_mqtt_broker_restart(
     reconnect; members are back within leave_grace, so nothing moves and nothing is lost."""
     c = Cluster(kafka, mqtt, names[0], topic, tmp_path)
     try:
-        c.start_controller()
-        await c.wait_ready()
-        for w in ("a", "b", "c"):
-            c.start_worker(w)
-        await c.settled(3)
+        await c.start_fleet("a", "b", "c")
         await c.produce(60)
         await c.all_processed()
         generation = c.view()["generation"]
@@ -330,11 +326,7 @@ async def test_kafka_broker_restart_with_durable_storage(
         await admin.start()
         await admin.create_topics([NewTopic(topic, 12, 1)])
         await admin.close()
-        c.start_controller()
-        await c.wait_ready()
-        for w in ("a", "b"):
-            c.start_worker(w)
-        await c.settled(2)
+        await c.start_fleet("a", "b")
         await c.produce(60)
         await c.all_processed()
         generation = c.view()["generation"]
