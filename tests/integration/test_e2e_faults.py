@@ -57,6 +57,13 @@ class Cluster:
             "logging: {format: json}\n"
         )
 
+    async def clean_round(self, n: int, report: dict[str, int], step: str) -> None:
+        """Produce ``n`` more; all must be processed, none twice (a clean handoff)."""
+        await self.produce(n)
+        seen = await self.all_processed()
+        report[step] = len(dupes(seen))
+        assert not dupes(seen), f"{step}: processed twice: {sorted(dupes(seen))[:10]}"
+
     async def start_fleet(self, *workers: str, restart: bool = False) -> None:
         """The controller, then ``workers``, and wait until they share every partition."""
         self.start_controller()
@@ -195,18 +202,12 @@ async def test_fleet_under_faults(
         # Clean leave: a commits, says it is leaving, and b/c continue from its commits.
         c.signal_worker("a", signal.SIGTERM)
         await c.settled(2)
-        await c.produce(120)
-        seen = await c.all_processed()
-        report["clean_leave"] = len(dupes(seen))
-        assert not dupes(seen)
+        await c.clean_round(120, report, "clean_leave")
 
         # Join: b and c revoke (commit first), d starts from their commits.
         c.start_worker("d")
         await c.settled(3)
-        await c.produce(120)
-        seen = await c.all_processed()
-        report["join"] = len(dupes(seen))
-        assert not dupes(seen)
+        await c.clean_round(120, report, "join")
 
         # Rolling restart of c within leave_grace: nothing moves. (c was started for clean
         # leaves; it leaves and comes back as a worker that restarts instead.)
@@ -218,10 +219,7 @@ async def test_fleet_under_faults(
         c.start_worker("c", restart=True)
         await c.settled(3)
         assert c.view()["generation"] == generation
-        await c.produce(120)
-        seen = await c.all_processed()
-        report["rolling_restart"] = len(dupes(seen))
-        assert not dupes(seen)
+        await c.clean_round(120, report, "rolling_restart")
 
         # Controller SIGKILL in the middle of a handoff (a join starts revokes), then restart.
         c.start_worker("e")
@@ -232,10 +230,7 @@ async def test_fleet_under_faults(
         c.start_controller()
         await c.wait_ready()
         await c.settled(4)
-        await c.produce(120)
-        seen = await c.all_processed()
-        report["controller_kill"] = len(dupes(seen))
-        assert not dupes(seen)
+        await c.clean_round(120, report, "controller_kill")
 
         # Crash: SIGKILL of b. Only its partitions' uncommitted records may come twice.
         view = c.view()["members"]
