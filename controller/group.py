@@ -190,6 +190,8 @@ class GroupState:
                 changed_members=len(change.assignments) + len(change.removed),
                 first_event_at=self._first_event if self._first_event is not None else now,
             )
+            if self._reasons == {"lag"} and not rebalance.changed_members:
+                rebalance = None  # a lag reading that moved nothing is not a rebalance
             self._pending, self._reasons, self._due, self._first_event = [], set(), None, None
             self._coalesced = {}
         return rebalance, self.reconciler.plan(now)
