@@ -145,12 +145,16 @@ class Controller:
             await asyncio.sleep(0.02)
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        await self._publisher.stop()
-        for reader in self._readers.values():
-            await reader.stop()
+        # Bounded: a client stuck in a slow disconnect must not hold the shutdown up.
+        if self._tasks:
+            _, stuck = await asyncio.wait(self._tasks, timeout=5)
+            for task in stuck:
+                log.warning("task_did_not_stop", task=task.get_name())
+        for closing in (self._publisher.stop(), *(r.stop() for r in self._readers.values())):
+            try:
+                await asyncio.wait_for(closing, timeout=5)
+            except Exception as exc:  # includes TimeoutError
+                log.warning("client_did_not_stop", error=repr(exc))
         log.info("stopped")
 
     def _spawn(self, factory: Callable[[], Awaitable[None]], name: str) -> None:
