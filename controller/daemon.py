@@ -348,8 +348,12 @@ class Controller:
     async def _poll_lag_loop(self) -> None:
         while True:
             for g in self.groups.values():
-                ppt = {t: n for t, n in g.state.engine.partitions_per_topic.items() if n > 0}
-                ppt = {t: n for t, n in ppt.items() if t in _subscribed(g.state.engine.members)}
+                subscribed = _subscribed(g.state.engine.members)
+                ppt = {
+                    t: n
+                    for t, n in g.state.engine.partitions_per_topic.items()
+                    if n > 0 and t in subscribed
+                }
                 try:
                     lag = await self._readers[g.name].lag(ppt, self.cfg.lag.auto_offset_reset)
                 except Exception as exc:

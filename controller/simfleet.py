@@ -10,7 +10,7 @@ import contextlib
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import aiomqtt
 from aiokafka import AIOKafkaConsumer
@@ -29,8 +29,6 @@ class SimMember:
     client: aiomqtt.Client
     generation: int = -1
     partitions: frozenset[TopicPartition] = frozenset()
-    applied_at: float = 0.0
-    history: list[tuple[float, int, frozenset[TopicPartition]]] = field(default_factory=list)
 
 
 class Fleet:
@@ -196,7 +194,5 @@ class Fleet:
     def _apply(self, member: SimMember, rec: Assignment) -> None:
         member.generation = rec.generation
         member.partitions = rec.held()
-        member.applied_at = time.monotonic()
-        member.history.append((member.applied_at, rec.generation, member.partitions))
         if self.on_apply:
             self.on_apply(member)
