@@ -85,6 +85,52 @@ class LagSettings(_Section):
     #: Lag of a partition with no committed offset, as KAFKA-5337: latest -> 0,
     #: earliest -> everything retained.
     auto_offset_reset: Literal["latest", "earliest"] = "latest"
+    #: What the assignor balances (see docs/protocol.md, "Weights"): offsets behind, time
+    #: behind (ms) or produce rate (offsets/s). The last two come from the Spark lag job.
+    weight: Literal["offsets", "time", "rate"] = "offsets"
+    #: When set, the controller polls offsets (whatever ``source`` is) and writes each raw
+    #: reading to this topic for the Spark lag job.
+    samples_topic: Name | None = None
+
+    @model_validator(mode="after")
+    def _weight_needs_records(self) -> LagSettings:
+        if self.weight != "offsets" and self.source != "topic":
+            raise ValueError(
+                f"weight {self.weight!r} comes from lag records: it needs source: topic"
+            )
+        return self
+
+
+class PipelineSettings(_Section):
+    """The Spark lag job (``ballast pipeline lag``, docs/pipeline.md)."""
+
+    #: ``ballast_kafka``: the Python source/sink shipped with Ballast (no jars needed);
+    #: ``kafka``: Spark's native connector (spark-sql-kafka on the cluster), same options.
+    kafka_format: Literal["ballast_kafka", "kafka"] = "ballast_kafka"
+    master: str = "local[2]"
+    checkpoint: str = "ballast-pipeline-checkpoint"
+    starting_offsets: Literal["earliest", "latest"] = "earliest"
+    trigger_interval: PositiveDuration = 5.0
+    #: Watermark delay: samples later than this (event time) are dropped and counted.
+    lateness: Duration = 30.0
+    #: Produce and consume rates are measured over this much of the newest event time.
+    rate_window: PositiveDuration = 60.0
+    #: (offset, time) points kept per partition for time-lag interpolation.
+    history: PositiveDuration = 900.0
+    max_points: Annotated[int, Field(ge=2, le=10_000)] = 120
+    #: A partition without samples for this long (event time) gets a tombstone.
+    age_out: PositiveDuration = 300.0
+    max_offsets_per_trigger: Annotated[int, Field(ge=1)] | None = None
+    #: Fixed in the checkpoint once a query has run (Spark's state partitioning).
+    shuffle_partitions: Annotated[int, Field(ge=1, le=10_000)] = 4
+    #: Prometheus port of the job's driver; 0 disables.
+    metrics_port: Annotated[int, Field(ge=0, le=65_535)] = 0
+
+    @model_validator(mode="after")
+    def _windows(self) -> PipelineSettings:
+        if self.history < self.rate_window:
+            raise ValueError("history must be at least rate_window")
+        return self
 
 
 class RebalanceSettings(_Section):
@@ -162,6 +208,7 @@ class Config(_Section):
     http: HttpSettings = HttpSettings()
     metrics: MetricsSettings = MetricsSettings()
     logging: LoggingSettings = LoggingSettings()
+    pipeline: PipelineSettings = PipelineSettings()
 
     @model_validator(mode="after")
     def _unique_groups(self) -> Config:

@@ -9,10 +9,11 @@ Schemas generated from these models (``ballast schema``).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from assignors import TopicPartition
 
@@ -115,6 +116,73 @@ class LagRecord(_Record):
     consume_rate: Annotated[float, Field(ge=0)] | None = None
     observed_at: float
 
+    def weight(self, kind: Literal["offsets", "time", "rate"]) -> int | None:
+        """The assignment weight ``lag.weight`` asks for, as the integer the assignors
+        balance (time in ms, rate rounded up); None when this record does not carry it."""
+        if kind == "offsets":
+            return self.lag
+        value = self.time_lag * 1000 if kind == "time" else self.produce_rate
+        return None if value is None else math.ceil(value)
+
+
+class OffsetSample(_Record):
+    """Value of key ``<group>/<topic>/<partition>`` on the offset-samples topic: one raw
+    observation of a partition, the input of the Spark lag job (docs/pipeline.md)."""
+
+    group: Name
+    topic: Name
+    partition: NonNegative
+    #: The group's committed offset (next to read); None: the group has not committed.
+    committed: NonNegative | None = None
+    #: High watermark at ``sampled_at``.
+    log_end: NonNegative
+    #: Earliest retained offset, when the sampler knows it (lag of an uncommitted
+    #: partition under ``auto_offset_reset: earliest``).
+    log_start: NonNegative | None = None
+    #: Event time, Unix seconds.
+    sampled_at: Annotated[float, Field(gt=0)]
+    #: Who observed it: the controller's offset poller or a client's self-report.
+    source: Literal["controller", "client"] = "controller"
+
+    @model_validator(mode="after")
+    def _ordered(self) -> OffsetSample:
+        if self.committed is not None and self.committed > self.log_end:
+            raise ValueError(f"committed {self.committed} is past log_end {self.log_end}")
+        if self.log_start is not None and self.log_start > self.log_end:
+            raise ValueError(f"log_start {self.log_start} is past log_end {self.log_end}")
+        return self
+
+
+class TraceEvent(_Record):
+    """One line of a recorded or synthetic fleet trace (``ballast run --record``), the input
+    of ``ballast pipeline backtest``. Events of one group are replayed in ``t`` order;
+    events with equal ``t`` form one step (one assignment computed for them together)."""
+
+    group: Name
+    #: Seconds since the start of the trace.
+    t: Annotated[float, Field(ge=0)]
+    kind: Literal["join", "leave", "partitions", "lag"]
+    #: ``join``/``leave``: the member; a join of a known member changes its subscription.
+    member: MemberId | None = None
+    topics: list[Name] | None = None
+    #: ``partitions``: partition count per topic.
+    partitions: dict[Name, NonNegative] | None = None
+    #: ``lag``: a snapshot ``[[topic, partition, lag], ...]`` replacing earlier readings.
+    lag: list[tuple[Name, NonNegative, NonNegative]] | None = None
+
+    @model_validator(mode="after")
+    def _fields_for_kind(self) -> TraceEvent:
+        need = {
+            "join": ("member", "topics"),
+            "leave": ("member",),
+            "partitions": ("partitions",),
+            "lag": ("lag",),
+        }[self.kind]
+        missing = [f for f in need if getattr(self, f) is None]
+        if missing:
+            raise ValueError(f"a {self.kind} event needs {', '.join(missing)}")
+        return self
+
 
 @dataclass(frozen=True, slots=True)
 class LoggedRecord:
@@ -181,4 +249,6 @@ def json_schemas() -> dict[str, dict[str, Any]]:
         "presence": Presence.model_json_schema(),
         "assignment": Assignment.model_json_schema(),
         "lag": LagRecord.model_json_schema(),
+        "offset_sample": OffsetSample.model_json_schema(),
+        "trace_event": TraceEvent.model_json_schema(),
     }

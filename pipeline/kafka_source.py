@@ -1,0 +1,370 @@
+"""Kafka as a Spark streaming source and sink on the Python Data Source API.
+
+Spark's native connector (``format("kafka")``, the spark-sql-kafka package) is what a real
+cluster uses; where its jars cannot be had, ``format("ballast_kafka")`` stands in with the
+same option names and row schema, so switching is one option (``pipeline.kafka_format``).
+
+Offsets are planned on the driver and read on the executors, one task per partition range,
+so a micro-batch is deterministic and a restarted query resumes from its checkpoint.
+The end of a partition is its *high watermark as a Fetch reports it*: ListOffsets(latest)
+is asked first, then a fetch from there picks up anything it missed (some brokers answer
+ListOffsets with the last batch's base offset + 1, which would strand the rest of that
+batch until more data arrived).
+
+Delivery is at least once, like the native sink: a retried task writes its rows again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.structs import TopicPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+NAME = "ballast_kafka"
+#: The native connector's row schema (without the optional headers column).
+ROW_SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset long, "
+    "timestamp timestamp, timestampType int"
+)
+_ARROW_SCHEMA = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestampType", pa.int32()),
+    ]
+)
+#: topic -> partition (as a string: offsets are JSON) -> offset
+Offsets = dict[str, dict[str, int]]
+
+
+class KafkaOptionError(ValueError):
+    """An option the source or sink cannot use; the message names it."""
+
+
+@dataclass(frozen=True)
+class KafkaOptions:
+    """The native connector's option names, checked once when the query is defined."""
+
+    client: tuple[tuple[str, Any], ...]
+    topics: tuple[str, ...]
+    starting: str
+    max_per_trigger: int | None
+    poll_timeout: float
+    sink_topic: str | None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, reading: bool) -> KafkaOptions:
+        opts = {k: v for k, v in options.items() if k != "path"}
+        client: dict[str, Any] = {}
+        for key in [k for k in opts if k.startswith("kafka.")]:
+            name = key[len("kafka.") :].replace(".", "_")
+            if name not in KafkaConsumer.DEFAULT_CONFIG and name not in KafkaProducer.DEFAULT_CONFIG:
+                raise KafkaOptionError(f"option {key}: not a Kafka client setting")
+            value = opts.pop(key)
+            client[name] = int(value) if value.isdigit() else value
+        if "bootstrap_servers" not in client:
+            raise KafkaOptionError("option kafka.bootstrap.servers is required")
+        topics = tuple(t.strip() for t in opts.pop("subscribe", "").split(",") if t.strip())
+        if reading and not topics:
+            raise KafkaOptionError("option subscribe (comma-separated topics) is required")
+        try:
+            limit = opts.pop("maxOffsetsPerTrigger", None)
+            max_per_trigger = int(limit) if limit is not None else None
+            poll_timeout = int(opts.pop("kafkaConsumer.pollTimeoutMs", "120000")) / 1000
+        except ValueError as exc:
+            raise KafkaOptionError(f"option maxOffsetsPerTrigger/pollTimeoutMs: {exc}") from exc
+        if max_per_trigger is not None and max_per_trigger < 1:
+            raise KafkaOptionError("option maxOffsetsPerTrigger must be at least 1")
+        starting = opts.pop("startingOffsets", "latest")
+        sink_topic = opts.pop("topic", None)
+        opts.pop("failOnDataLoss", None)  # gaps (compaction, retention) are always skipped
+        if opts:
+            raise KafkaOptionError(f"unknown option(s): {', '.join(sorted(opts))}")
+        return cls(
+            tuple(sorted(client.items())), topics, starting, max_per_trigger, poll_timeout, sink_topic
+        )
+
+    def consumer_config(self) -> dict[str, Any]:
+        keep = KafkaConsumer.DEFAULT_CONFIG
+        return {k: v for k, v in self.client if k in keep}
+
+    def producer_config(self) -> dict[str, Any]:
+        keep = KafkaProducer.DEFAULT_CONFIG
+        return {"acks": "all", "linger_ms": 5} | {k: v for k, v in self.client if k in keep}
+
+
+class OffsetRange(InputPartition):
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__((topic, partition, start, end))
+        self.topic, self.partition, self.start, self.end = topic, partition, start, end
+
+
+# Executors reuse Python workers: one client per worker process and configuration.
+_consumers: dict[tuple[tuple[str, Any], ...], KafkaConsumer] = {}
+_producers: dict[tuple[tuple[str, Any], ...], KafkaProducer] = {}
+
+
+def _consumer(opts: KafkaOptions) -> KafkaConsumer:
+    if opts.client not in _consumers:
+        _consumers[opts.client] = KafkaConsumer(
+            **(
+                {"enable_auto_commit": False, "group_id": None, "fetch_max_wait_ms": 100}
+                | opts.consumer_config()
+            )
+        )
+    return _consumers[opts.client]
+
+
+def _producer(opts: KafkaOptions) -> KafkaProducer:
+    if opts.client not in _producers:
+        _producers[opts.client] = KafkaProducer(**opts.producer_config())
+    return _producers[opts.client]
+
+
+def _cap(start: Offsets, latest: Offsets, max_rows: int) -> Offsets:
+    """At most ``max_rows`` offsets past ``start``, shared in proportion to what each
+    partition has waiting (as the native connector does)."""
+    waiting = {
+        (t, p): end - start.get(t, {}).get(p, 0) for t, ends in latest.items() for p, end in ends.items()
+    }
+    total = sum(waiting.values())
+    if total <= max_rows:
+        return latest
+    out: Offsets = {t: dict(ends) for t, ends in start.items()}
+    granted = 0
+    for (t, p), n in sorted(waiting.items()):
+        take = n * max_rows // total
+        out.setdefault(t, {})[p] = start.get(t, {}).get(p, 0) + take
+        granted += take
+    if granted == 0:  # always make progress
+        t, p = next((k for k, n in sorted(waiting.items()) if n > 0))
+        out[t][p] += 1
+    return out
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: KafkaOptions) -> None:
+        self._opts = options
+        self._driver: KafkaConsumer | None = None
+        self._target: Offsets | None = None
+        self._latest: Offsets | None = None
+
+    def _client(self) -> KafkaConsumer:
+        if self._driver is None:
+            self._driver = KafkaConsumer(
+                **(
+                    {"enable_auto_commit": False, "group_id": None, "fetch_max_wait_ms": 0}
+                    | self._opts.consumer_config()
+                )
+            )
+        return self._driver
+
+    def _partitions(self) -> list[TopicPartition]:
+        c = self._client()
+        out = []
+        for topic in self._opts.topics:
+            parts = c.partitions_for_topic(topic) or set()
+            out += [TopicPartition(topic, p) for p in sorted(parts)]
+        return out
+
+    def _high_watermarks(self) -> Offsets:
+        c = self._client()
+        tps = self._partitions()
+        if not tps:
+            return {}
+        listed: dict[TopicPartition, int] = c.end_offsets(tps)
+        c.assign(tps)
+        for tp in tps:
+            c.seek(tp, listed[tp])
+        for _ in range(5):  # records past the listed end: it was short; HW is in the reply
+            if not c.poll(timeout_ms=200):
+                break
+        out: Offsets = {}
+        for tp in tps:
+            out.setdefault(tp.topic, {})[str(tp.partition)] = max(listed[tp], c.highwater(tp) or 0)
+        return out
+
+    def _earliest(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        return dict(self._client().beginning_offsets(list(tps))) if tps else {}
+
+    def initialOffset(self) -> Offsets:
+        starting = self._opts.starting
+        if starting == "latest":
+            return self._high_watermarks()
+        if starting == "earliest":
+            out: Offsets = {}
+            for tp, off in self._earliest(self._partitions()).items():
+                out.setdefault(tp.topic, {})[str(tp.partition)] = off
+            return out
+        try:
+            given = json.loads(starting)
+            return {t: {str(p): int(o) for p, o in parts.items()} for t, parts in given.items()}
+        except (ValueError, AttributeError, TypeError) as exc:
+            raise KafkaOptionError(
+                f"option startingOffsets: {starting!r} is not earliest, latest or "
+                '{"topic": {"partition": offset}}'
+            ) from exc
+
+    def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
+        latest = self._target if self._target is not None else self._high_watermarks()
+        self._latest = latest
+        # partitions added since ``start`` are read from their beginning
+        new = [
+            TopicPartition(t, int(p))
+            for t, ends in latest.items()
+            for p in ends
+            if p not in start.get(t, {})
+        ]
+        start = {t: dict(v) for t, v in start.items()}
+        for tp, off in self._earliest(new).items():
+            start.setdefault(tp.topic, {})[str(tp.partition)] = off
+        if isinstance(limit, ReadMaxRows):
+            return _cap(start, latest, limit.max_rows)
+        return latest
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self._opts.max_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def reportLatestOffset(self) -> Offsets | None:
+        return self._latest
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._high_watermarks()
+
+    def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
+        ranges: list[InputPartition] = []
+        for topic, ends in sorted(end.items()):
+            for p, stop in sorted(ends.items(), key=lambda kv: int(kv[0])):
+                begin = start.get(topic, {}).get(p, 0)
+                if stop > begin:
+                    ranges.append(OffsetRange(topic, int(p), begin, stop))
+        return ranges
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, OffsetRange)
+        yield from read_range(self._opts, partition)
+
+    def commit(self, end: Offsets) -> None:
+        """Offsets live in Spark's checkpoint, not in a consumer group."""
+
+    def stop(self) -> None:
+        if self._driver is not None:
+            self._driver.close()
+            self._driver = None
+
+
+def read_range(opts: KafkaOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """Records ``[start, end)`` of one partition as Arrow batches; offsets missing from the
+    range (compaction, retention) are skipped."""
+    c = _consumer(opts)
+    tp = TopicPartition(r.topic, r.partition)
+    c.assign([tp])
+    c.seek(tp, r.start)
+    deadline = time.monotonic() + opts.poll_timeout
+    while c.position(tp) < r.end:
+        cols: dict[str, list[Any]] = {f: [] for f in _ARROW_SCHEMA.names}
+        for rec in c.poll(timeout_ms=500, max_records=10_000).get(tp, []):
+            if rec.offset >= r.end:
+                break
+            cols["key"].append(rec.key)
+            cols["value"].append(rec.value)
+            cols["offset"].append(rec.offset)
+            cols["timestamp"].append(datetime.fromtimestamp(rec.timestamp / 1000, tz=UTC))
+            cols["timestampType"].append(rec.timestamp_type)
+        if cols["offset"]:
+            n = len(cols["offset"])
+            cols["topic"] = [r.topic] * n
+            cols["partition"] = [r.partition] * n
+            yield pa.RecordBatch.from_pydict(cols, schema=_ARROW_SCHEMA)
+            deadline = time.monotonic() + opts.poll_timeout
+        elif time.monotonic() > deadline:
+            raise TimeoutError(
+                f"{r.topic}-{r.partition}: no records at {c.position(tp)} (range ends at "
+                f"{r.end}) within kafkaConsumer.pollTimeoutMs"
+            )
+
+
+class KafkaCommit(WriterCommitMessage):
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+
+
+def _bytes(value: object) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    raise TypeError(f"key/value must be string or binary, not {type(value).__name__}")
+
+
+class KafkaStreamWriter(DataSourceStreamWriter):
+    def __init__(self, options: KafkaOptions, schema: StructType) -> None:
+        names = set(schema.fieldNames())
+        if "value" not in names:
+            raise KafkaOptionError("the rows to write need a value column")
+        if options.sink_topic is None and "topic" not in names:
+            raise KafkaOptionError("set option topic or give the rows a topic column")
+        self._opts = options
+
+    def write(self, iterator: Iterator[Any]) -> KafkaCommit:
+        producer = _producer(self._opts)
+        futures = []
+        for row in iterator:
+            fields = row.asDict()
+            topic = fields.get("topic") or self._opts.sink_topic
+            futures.append(
+                producer.send(topic, key=_bytes(fields.get("key")), value=_bytes(fields["value"]))
+            )
+        producer.flush()
+        for f in futures:
+            f.get(timeout=0)  # raises the first delivery error
+        return KafkaCommit(len(futures))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        """Rows are delivered by ``write``; nothing to finish."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        """At least once: a retried batch writes again, as the native sink does."""
+
+
+class KafkaDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        return ROW_SCHEMA
+
+    def streamReader(self, schema: StructType) -> KafkaStreamReader:  # noqa: N802
+        return KafkaStreamReader(KafkaOptions.parse(self.options, reading=True))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> KafkaStreamWriter:  # noqa: N802
+        return KafkaStreamWriter(KafkaOptions.parse(self.options, reading=False), schema)

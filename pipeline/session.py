@@ -1,0 +1,38 @@
+"""SparkSession for the pipeline: loopback-only local mode unless spark-submit says
+otherwise, the Kafka Python source registered, no console progress bar."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark import SparkConf
+from pyspark.sql import SparkSession
+
+from .kafka_source import KafkaDataSource
+
+
+def session(master: str = "local[2]", shuffle_partitions: int = 4) -> SparkSession:
+    # Python workers must be this interpreter (the venv with Ballast installed), and a
+    # local driver binds to loopback only.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName("ballast-pipeline")
+    if not SparkConf().contains("spark.master"):  # spark-submit sets its own
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = (
+            builder.master(master)
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+        )
+    spark = (
+        builder.config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    spark.dataSource.register(KafkaDataSource)
+    return spark
