@@ -25,7 +25,13 @@ from . import logs
 from .config import Config
 from .group import GroupState, Rebalance, Recovered, RejectedError
 from .handoff import Plan
-from .kafka_io import AssignmentPublisher, OffsetReader, ensure_compacted_topic, load_assignments
+from .kafka_io import (
+    AssignmentPublisher,
+    OffsetReader,
+    SamplePublisher,
+    ensure_compacted_topic,
+    load_assignments,
+)
 from .membership import KafkaHeartbeats, MqttPresence, Sink
 from .metrics import Metrics
 from .records import DecodeError, LagRecord, Presence, decode, split_key
@@ -52,6 +58,9 @@ class Controller:
         self.ready = False
         self._tasks: list[asyncio.Task[None]] = []
         self._publisher = AssignmentPublisher(cfg)
+        self._samples = (
+            SamplePublisher(cfg, cfg.lag.samples_topic) if cfg.lag.samples_topic else None
+        )
         self._readers: dict[str, OffsetReader] = {}
         self._metadata_wake = asyncio.Event()
         self._membership: MqttPresence | KafkaHeartbeats | None = None
@@ -123,9 +132,11 @@ class Controller:
             self._membership = heartbeats
         self._spawn(self._membership.run, "membership")
         self._spawn(self._metadata_loop, "metadata")
-        if cfg.lag.source == "poll":
+        if cfg.lag.source == "poll" or self._samples is not None:
+            if self._samples is not None:
+                await self._samples.start()
             self._spawn(self._poll_lag_loop, "lag-poll")
-        elif cfg.lag.source == "topic":
+        if cfg.lag.source == "topic":
             self._spawn(self._lag_topic_loop, "lag-topic")
         for grp in self.groups.values():
             self._spawn(partial(self._group_loop, grp), f"group-{grp.name}")
@@ -150,7 +161,11 @@ class Controller:
             _, stuck = await asyncio.wait(self._tasks, timeout=5)
             for task in stuck:
                 log.warning("task_did_not_stop", task=task.get_name())
-        for closing in (self._publisher.stop(), *(r.stop() for r in self._readers.values())):
+        clients: list[AssignmentPublisher | OffsetReader | SamplePublisher]
+        clients = [self._publisher, *self._readers.values()]
+        if self._samples is not None:
+            clients.append(self._samples)
+        for closing in (c.stop() for c in clients):
             try:
                 await asyncio.wait_for(closing, timeout=5)
             except Exception as exc:  # includes TimeoutError
@@ -346,6 +361,10 @@ class Controller:
                     g.wake.set()
 
     async def _poll_lag_loop(self) -> None:
+        """Offsets of every subscribed partition: lag for the groups (``source: poll``)
+        and raw samples for the Spark job (``samples_topic``)."""
+        reset = self.cfg.lag.auto_offset_reset
+        use_lag = self.cfg.lag.source == "poll"
         while True:
             for g in self.groups.values():
                 subscribed = _subscribed(g.state.engine.members)
@@ -355,12 +374,16 @@ class Controller:
                     if n > 0 and t in subscribed
                 }
                 try:
-                    lag = await self._readers[g.name].lag(ppt, self.cfg.lag.auto_offset_reset)
+                    offsets = await self._readers[g.name].offsets(ppt, reset == "earliest")
+                    if self._samples is not None and offsets:
+                        await self._samples.publish(g.name, offsets, time.time())
                 except Exception as exc:
                     log.warning("lag_poll_failed", group=g.name, error=repr(exc))
                     continue
-                if lag:
-                    g.state.on_lag(lag, time.monotonic())
+                if use_lag and offsets:
+                    g.state.on_lag(
+                        {tp: o.lag(reset) for tp, o in offsets.items()}, time.monotonic()
+                    )
                     g.wake.set()
             await asyncio.sleep(self.cfg.lag.poll_interval)
 
@@ -376,20 +399,31 @@ class Controller:
         try:
             while True:
                 batch = await consumer.getmany(timeout_ms=500)
-                readings: dict[str, dict[TopicPartition, int]] = {}
+                readings: dict[str, dict[TopicPartition, int | None]] = {}
                 for records in batch.values():
                     for msg in records:
                         self._lag_record(msg, readings)
+                now = time.monotonic()
                 for name, lag in readings.items():
-                    self.groups[name].state.on_lag(lag, time.monotonic())
+                    state = self.groups[name].state
+                    state.forget_lag((tp for tp, v in lag.items() if v is None), now)
+                    state.on_lag({tp: v for tp, v in lag.items() if v is not None}, now)
                     self.groups[name].wake.set()
         finally:
             await consumer.stop()
 
-    def _lag_record(self, msg: object, readings: dict[str, dict[TopicPartition, int]]) -> None:
+    def _lag_record(
+        self, msg: object, readings: dict[str, dict[TopicPartition, int | None]]
+    ) -> None:
+        """One lag record into ``readings`` (None: a tombstone, forget the partition)."""
         source = f"{msg.topic}[{msg.partition}]@{msg.offset}"  # type: ignore[attr-defined]
         try:
             group, topic, partition = split_key(msg.key, source, parts=3)  # type: ignore[attr-defined]
+            if msg.value is None:  # type: ignore[attr-defined]
+                if group in self.groups and partition.isdigit():
+                    tp = TopicPartition(topic, int(partition))
+                    readings.setdefault(group, {})[tp] = None
+                return
             rec = decode(LagRecord, msg.value, source)  # type: ignore[attr-defined]
         except DecodeError as exc:
             self._invalid("lag", str(exc))
@@ -408,7 +442,9 @@ class Controller:
                 f"{source}: {rec.topic}-{rec.partition} is not a partition of a subscribed topic",
             )
             return
-        readings.setdefault(group, {})[TopicPartition(rec.topic, rec.partition)] = rec.lag
+        weight = rec.weight(self.cfg.lag.weight)
+        if weight is not None:
+            readings.setdefault(group, {})[TopicPartition(rec.topic, rec.partition)] = weight
 
     # ------------------------------------------------------------------ read-only views
 

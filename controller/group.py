@@ -7,7 +7,7 @@ returns. Time is a parameter, so every rule here is tested without sleeping.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from assignors import (
@@ -159,6 +159,12 @@ class GroupState:
             update[tp] = round(new)
         if update:
             self._enqueue(LagUpdated(update), "lag", now, delay=0.0)
+
+    def forget_lag(self, partitions: Iterable[TopicPartition], now: float) -> None:
+        """A partition that stopped reporting weighs 0 again, like one never reported."""
+        gone = {tp: 0 for tp in partitions if self.lag.pop(tp, None) is not None}
+        if gone:
+            self._enqueue(LagUpdated(gone), "lag", now, delay=0.0)
 
     def on_partitions(self, partitions_per_topic: Mapping[str, int], now: float) -> None:
         current = self.engine.partitions_per_topic

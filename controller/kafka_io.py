@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import NamedTuple
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
@@ -24,8 +25,10 @@ from .records import (
     Assignment,
     DecodeError,
     LoggedRecord,
+    OffsetSample,
     assignment_key,
     decode,
+    partition_key,
     split_key,
 )
 
@@ -288,20 +291,70 @@ class OffsetReader:
                 self._admin_offsets = False
         return {tp: await self._consumer.committed(tp) for tp in tps}
 
-    async def lag(
-        self, partitions_per_topic: Mapping[str, int], reset: str
-    ) -> dict[TopicPartition, int]:
+    async def offsets(
+        self, partitions_per_topic: Mapping[str, int], with_start: bool
+    ) -> dict[TopicPartition, PartitionOffsets]:
+        """Committed, end and (when asked) beginning offsets of every partition."""
         tps = [KafkaTP(t, p) for t, n in sorted(partitions_per_topic.items()) for p in range(n)]
         if not tps:
             return {}
         committed = await self.committed(tps)
         ends = await self._consumer.end_offsets(tps)
-        begins = await self._consumer.beginning_offsets(tps) if reset == "earliest" else {}
-        out: dict[TopicPartition, int] = {}
-        for tp in tps:
-            end = ends.get(tp, 0)
-            done = committed.get(tp)
-            if done is None:
-                done = end if reset == "latest" else begins.get(tp, 0)
-            out[TopicPartition(tp.topic, tp.partition)] = max(0, end - done)
-        return out
+        begins = await self._consumer.beginning_offsets(tps) if with_start else {}
+        return {
+            TopicPartition(tp.topic, tp.partition): PartitionOffsets(
+                committed.get(tp), ends.get(tp, 0), begins.get(tp)
+            )
+            for tp in tps
+        }
+
+
+class PartitionOffsets(NamedTuple):
+    committed: int | None
+    log_end: int
+    log_start: int | None
+
+    def lag(self, reset: str) -> int:
+        """Offsets behind; without a commit, as ``auto.offset.reset`` would start."""
+        done = self.committed
+        if done is None:
+            done = self.log_end if reset == "latest" else (self.log_start or 0)
+        return max(0, self.log_end - done)
+
+
+class SamplePublisher:
+    """Writes the poller's raw offsets to the samples topic for the Spark lag job."""
+
+    def __init__(self, cfg: Config, topic: str) -> None:
+        self._topic = topic
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=cfg.kafka.bootstrap_servers,
+            client_id=f"{cfg.kafka.client_id}-samples",
+            acks="all",
+            linger_ms=20,
+            request_timeout_ms=int(cfg.kafka.request_timeout * 1000),
+        )
+
+    async def start(self) -> None:
+        await self._producer.start()
+
+    async def stop(self) -> None:
+        await self._producer.stop()
+
+    async def publish(
+        self, group: str, offsets: Mapping[TopicPartition, PartitionOffsets], sampled_at: float
+    ) -> None:
+        futures = []
+        for tp, o in sorted(offsets.items()):
+            sample = OffsetSample(
+                group=group,
+                topic=tp.topic,
+                partition=tp.partition,
+                committed=o.committed,
+                log_end=o.log_end,
+                log_start=o.log_start,
+                sampled_at=sampled_at,
+            )
+            key = partition_key(group, tp.topic, tp.partition)
+            futures.append(await self._producer.send(self._topic, sample.encode(), key=key))
+        await asyncio.gather(*futures)

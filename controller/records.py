@@ -121,8 +121,9 @@ class LagRecord(_Record):
         balance (time in ms, rate rounded up); None when this record does not carry it."""
         if kind == "offsets":
             return self.lag
-        value = self.time_lag * 1000 if kind == "time" else self.produce_rate
-        return None if value is None else math.ceil(value)
+        if kind == "time":
+            return None if self.time_lag is None else math.ceil(self.time_lag * 1000)
+        return None if self.produce_rate is None else math.ceil(self.produce_rate)
 
 
 class OffsetSample(_Record):
@@ -228,6 +229,11 @@ def presence_topic(prefix: str, group: str, member: str) -> str:
 
 def assignment_key(group: str, member: str) -> bytes:
     return f"{group}/{member}".encode()
+
+
+def partition_key(group: str, topic: str, partition: int) -> bytes:
+    """Key of lag records and offset samples: one per partition a group reads."""
+    return f"{group}/{topic}/{partition}".encode()
 
 
 def split_key(key: bytes | None, source: str, parts: int = 2) -> list[str]:

@@ -62,6 +62,14 @@ _ARROW_SCHEMA = pa.schema(
 Offsets = dict[str, dict[str, int]]
 
 
+#: How long the driver waits for fetch replies when planning a batch; a partition that
+#: does not answer in time (e.g. its last offset is a transaction marker) keeps its
+#: ListOffsets end for this batch.
+_PROBE_SECONDS = 5.0
+#: Options Spark itself sets on every source or sink.
+_SPARK_OWN = frozenset({"path", "checkpointlocation", "queryname"})
+
+
 class KafkaOptionError(ValueError):
     """An option the source or sink cannot use; the message names it."""
 
@@ -79,11 +87,16 @@ class KafkaOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, reading: bool) -> KafkaOptions:
-        opts = {k: v for k, v in options.items() if k != "path"}
+        # Spark hands options over case-insensitively (lower-cased), as the native connector
+        # reads them.
+        opts = {k.lower(): v for k, v in options.items() if k.lower() not in _SPARK_OWN}
         client: dict[str, Any] = {}
         for key in [k for k in opts if k.startswith("kafka.")]:
             name = key[len("kafka.") :].replace(".", "_")
-            if name not in KafkaConsumer.DEFAULT_CONFIG and name not in KafkaProducer.DEFAULT_CONFIG:
+            if (
+                name not in KafkaConsumer.DEFAULT_CONFIG
+                and name not in KafkaProducer.DEFAULT_CONFIG
+            ):
                 raise KafkaOptionError(f"option {key}: not a Kafka client setting")
             value = opts.pop(key)
             client[name] = int(value) if value.isdigit() else value
@@ -93,20 +106,25 @@ class KafkaOptions:
         if reading and not topics:
             raise KafkaOptionError("option subscribe (comma-separated topics) is required")
         try:
-            limit = opts.pop("maxOffsetsPerTrigger", None)
+            limit = opts.pop("maxoffsetspertrigger", None)
             max_per_trigger = int(limit) if limit is not None else None
-            poll_timeout = int(opts.pop("kafkaConsumer.pollTimeoutMs", "120000")) / 1000
+            poll_timeout = int(opts.pop("kafkaconsumer.polltimeoutms", "120000")) / 1000
         except ValueError as exc:
             raise KafkaOptionError(f"option maxOffsetsPerTrigger/pollTimeoutMs: {exc}") from exc
         if max_per_trigger is not None and max_per_trigger < 1:
             raise KafkaOptionError("option maxOffsetsPerTrigger must be at least 1")
-        starting = opts.pop("startingOffsets", "latest")
+        starting = opts.pop("startingoffsets", "latest")
         sink_topic = opts.pop("topic", None)
-        opts.pop("failOnDataLoss", None)  # gaps (compaction, retention) are always skipped
+        opts.pop("failondataloss", None)  # gaps (compaction, retention) are always skipped
         if opts:
             raise KafkaOptionError(f"unknown option(s): {', '.join(sorted(opts))}")
         return cls(
-            tuple(sorted(client.items())), topics, starting, max_per_trigger, poll_timeout, sink_topic
+            tuple(sorted(client.items())),
+            topics,
+            starting,
+            max_per_trigger,
+            poll_timeout,
+            sink_topic,
         )
 
     def consumer_config(self) -> dict[str, Any]:
@@ -150,7 +168,9 @@ def _cap(start: Offsets, latest: Offsets, max_rows: int) -> Offsets:
     """At most ``max_rows`` offsets past ``start``, shared in proportion to what each
     partition has waiting (as the native connector does)."""
     waiting = {
-        (t, p): end - start.get(t, {}).get(p, 0) for t, ends in latest.items() for p, end in ends.items()
+        (t, p): end - start.get(t, {}).get(p, 0)
+        for t, ends in latest.items()
+        for p, end in ends.items()
     }
     total = sum(waiting.values())
     if total <= max_rows:
@@ -178,7 +198,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._driver is None:
             self._driver = KafkaConsumer(
                 **(
-                    {"enable_auto_commit": False, "group_id": None, "fetch_max_wait_ms": 0}
+                    {"enable_auto_commit": False, "group_id": None, "fetch_max_wait_ms": 10}
                     | self._opts.consumer_config()
                 )
             )
@@ -193,20 +213,33 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def _high_watermarks(self) -> Offsets:
+        """Fetch high watermarks: ListOffsets first, then a fetch of each non-empty
+        partition's last listed offset, whose reply carries the true high watermark."""
         c = self._client()
         tps = self._partitions()
         if not tps:
             return {}
         listed: dict[TopicPartition, int] = c.end_offsets(tps)
         c.assign(tps)
+        c.resume(*tps)
+        pending = set()
         for tp in tps:
-            c.seek(tp, listed[tp])
-        for _ in range(5):  # records past the listed end: it was short; HW is in the reply
-            if not c.poll(timeout_ms=200):
-                break
+            if listed[tp] > 0:
+                c.seek(tp, listed[tp] - 1)
+                pending.add(tp)
+            else:
+                c.pause(tp)  # empty: nothing to fetch
+        reported: dict[TopicPartition, int] = {}
+        deadline = time.monotonic() + _PROBE_SECONDS
+        while pending and time.monotonic() < deadline:
+            for tp in c.poll(timeout_ms=100):
+                if tp in pending:
+                    reported[tp] = c.highwater(tp) or 0
+                    pending.discard(tp)
+                    c.pause(tp)
         out: Offsets = {}
         for tp in tps:
-            out.setdefault(tp.topic, {})[str(tp.partition)] = max(listed[tp], c.highwater(tp) or 0)
+            out.setdefault(tp.topic, {})[str(tp.partition)] = max(listed[tp], reported.get(tp, 0))
         return out
 
     def _earliest(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
@@ -348,10 +381,10 @@ class KafkaStreamWriter(DataSourceStreamWriter):
             f.get(timeout=0)  # raises the first delivery error
         return KafkaCommit(len(futures))
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Rows are delivered by ``write``; nothing to finish."""
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """At least once: a retried batch writes again, as the native sink does."""
 
 
@@ -363,8 +396,8 @@ class KafkaDataSource(DataSource):
     def schema(self) -> str:
         return ROW_SCHEMA
 
-    def streamReader(self, schema: StructType) -> KafkaStreamReader:  # noqa: N802
+    def streamReader(self, schema: StructType) -> KafkaStreamReader:
         return KafkaStreamReader(KafkaOptions.parse(self.options, reading=True))
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> KafkaStreamWriter:  # noqa: N802
+    def streamWriter(self, schema: StructType, overwrite: bool) -> KafkaStreamWriter:
         return KafkaStreamWriter(KafkaOptions.parse(self.options, reading=False), schema)

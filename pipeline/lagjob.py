@@ -22,14 +22,23 @@ from typing import Any, Literal
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from controller.config import Config, PipelineSettings, load_config
-from controller.records import DecodeError, LagRecord, OffsetSample, decode, split_key
+from controller.records import (
+    DecodeError,
+    LagRecord,
+    OffsetSample,
+    decode,
+    partition_key,
+    split_key,
+)
 
 from . import lagmath
 from .kafka_source import NAME as PYTHON_KAFKA
+from .progress import ProgressReporter
+from .session import session
 
 DECODED_SCHEMA = (
     "group string, topic string, partition long, committed long, log_end long, "
@@ -63,7 +72,9 @@ def decode_samples(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
 
 
 def _column(values: Any) -> list[int | None]:
-    return [None if v is None or (isinstance(v, float) and math.isnan(v)) else int(v) for v in values]
+    return [
+        None if v is None or (isinstance(v, float) and math.isnan(v)) else int(v) for v in values
+    ]
 
 
 def partition_updater(
@@ -75,7 +86,7 @@ def partition_updater(
         key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: GroupState
     ) -> Iterator[pd.DataFrame]:
         group, topic, partition = str(key[0]), str(key[1]), int(key[2])
-        record_key = f"{group}/{topic}/{partition}"
+        record_key = partition_key(group, topic, partition).decode()
         if state.hasTimedOut:
             state.remove()
             yield _out(record_key, None, emit=True)
@@ -88,8 +99,11 @@ def partition_updater(
         fresh: list[lagmath.Point] = []
         for df in batches:
             for t, e, c, s in zip(
-                df["sampled_at"], _column(df["log_end"]), _column(df["committed"]),
-                _column(df["log_start"]), strict=True,
+                df["sampled_at"],
+                _column(df["log_end"]),
+                _column(df["committed"]),
+                _column(df["log_start"]),
+                strict=True,
             ):
                 if t < watermark:
                     late += 1
@@ -107,16 +121,16 @@ def partition_updater(
         state.setTimeoutTimestamp(int((points[-1].t + settings.age_out) * 1000))
         value = None
         if accepted:
-            e = lagmath.estimate(points, rate_window=settings.rate_window, reset=reset)
+            est = lagmath.estimate(points, rate_window=settings.rate_window, reset=reset)
             value = LagRecord(
                 group=group,
                 topic=topic,
                 partition=partition,
-                lag=e.lag,
-                time_lag=e.time_lag,
-                produce_rate=e.produce_rate,
-                consume_rate=e.consume_rate,
-                observed_at=e.observed_at,
+                lag=est.lag,
+                time_lag=est.time_lag,
+                produce_rate=est.produce_rate,
+                consume_rate=est.consume_rate,
+                observed_at=est.observed_at,
             ).model_dump_json()
         yield _out(record_key, value, emit=bool(accepted), late=late, duplicates=merged.duplicates)
 
@@ -163,7 +177,7 @@ def lag_records(
             partition_updater(settings, reset),
             outputStructType=OUTPUT_SCHEMA,
             stateStructType=STATE_SCHEMA,
-            outputMode="update",
+            outputMode="append",
             timeoutConf=GroupStateTimeout.EventTimeTimeout,
         )
         .observe(
@@ -201,7 +215,7 @@ def start(spark: SparkSession, cfg: Config, checkpoint: str | None = None) -> St
         .options(**kafka_options(cfg))
         .option("topic", cfg.lag.topic)
         .option("checkpointLocation", checkpoint or p.checkpoint)
-        .outputMode("update")
+        .outputMode("append")
         .trigger(processingTime=f"{int(p.trigger_interval * 1000)} milliseconds")
         .queryName("ballast-lag")
         .start()
@@ -210,13 +224,12 @@ def start(spark: SparkSession, cfg: Config, checkpoint: str | None = None) -> St
 
 def run(cfg: Config, checkpoint: str | None = None) -> int:
     """Run until interrupted: the entry point of ``ballast pipeline lag``."""
-    from .progress import ProgressReporter
-    from .session import session
-
     spark = session(cfg.pipeline.master, cfg.pipeline.shuffle_partitions)
     reporter = ProgressReporter.install(spark, cfg.pipeline.metrics_port)
     query = start(spark, cfg, checkpoint)
-    reporter.log.info("pipeline_started", query=query.name, checkpoint=checkpoint or cfg.pipeline.checkpoint)
+    reporter.log.info(
+        "pipeline_started", query=query.name, checkpoint=checkpoint or cfg.pipeline.checkpoint
+    )
     try:
         query.awaitTermination()
     except KeyboardInterrupt:

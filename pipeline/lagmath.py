@@ -65,14 +65,17 @@ def merge(
     return Merged(points, duplicates)
 
 
-def rate(points: list[Point], field: Literal["log_end", "committed"], window: float) -> float | None:
+def rate(
+    points: list[Point], field: Literal["log_end", "committed"], window: float
+) -> float | None:
     """Offsets per second over the newest ``window`` seconds; None without two points
     in it. Negative (a truncated or reset log) counts as 0."""
     newest = points[-1].t
     inside = [p for p in points if p.t >= newest - window and getattr(p, field) is not None]
     if len(inside) < 2 or inside[-1].t <= inside[0].t:
         return None
-    first, last = getattr(inside[0], field), getattr(inside[-1], field)
+    first: int = getattr(inside[0], field)
+    last: int = getattr(inside[-1], field)
     return max(0.0, (last - first) / (inside[-1].t - inside[0].t))
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import StreamingQueryListener
 
 
 class PipelineMetrics:
@@ -72,10 +72,10 @@ class ProgressReporter(StreamingQueryListener):
         spark.streams.addListener(reporter)
         return reporter
 
-    def onQueryStarted(self, event: Any) -> None:  # noqa: N802
+    def onQueryStarted(self, event: Any) -> None:
         self.log.info("pipeline_query_started", id=str(event.id), name=event.name)
 
-    def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+    def onQueryProgress(self, event: Any) -> None:
         p = event.progress
         obs = p.observedMetrics
         samples, records = obs.get("samples"), obs.get("lag_records")
@@ -95,18 +95,24 @@ class ProgressReporter(StreamingQueryListener):
         m.partitions.set(sum(s.numRowsTotal for s in p.stateOperators))
         if invalid:
             self.log.warning(
-                "pipeline_invalid_samples", batch=p.batchId, count=invalid,
+                "pipeline_invalid_samples",
+                batch=p.batchId,
+                count=invalid,
                 first=_get(samples, "first_invalid"),
             )
         if rows:
             self.log.info(
-                "pipeline_batch", batch=p.batchId, samples=rows, late=late,
-                records=_get(records, "records"), tombstones=_get(records, "tombstones"),
+                "pipeline_batch",
+                batch=p.batchId,
+                samples=rows,
+                late=late,
+                records=_get(records, "records"),
+                tombstones=_get(records, "tombstones"),
                 duration_s=p.batchDuration / 1000,
             )
 
-    def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+    def onQueryIdle(self, event: Any) -> None:
         """Nothing new: no batch, nothing to report."""
 
-    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+    def onQueryTerminated(self, event: Any) -> None:
         self.log.info("pipeline_query_terminated", id=str(event.id), error=event.exception)

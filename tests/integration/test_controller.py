@@ -312,3 +312,51 @@ async def test_lag_topic_source_accepts_good_records_and_counts_bad_ones(
         assert state.lag[TopicPartition(topic, 4)] == 9
         assert TopicPartition(topic, 5) not in state.lag
         assert counter._value.get() == len(bad) + 1
+
+
+async def test_lag_weight_time_and_tombstones_from_the_lag_topic(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str], topic: str
+) -> None:
+    from controller.records import LagRecord  # noqa: PLC0415
+
+    group = names[0]
+    lag_topic = f"lag-{group}"
+    cfg = make_config(
+        kafka,
+        mqtt,
+        group,
+        lag={"source": "topic", "topic": lag_topic, "smoothing": 1.0, "weight": "time"},
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=kafka.address, linger_ms=0)
+    await producer.start()
+    try:
+        async with running(cfg) as ctl, fleet_for(kafka, mqtt, group) as fleet:
+            await fleet.join("a", [topic])
+            await fleet.wait_for(lambda: len(fleet.members["a"].partitions) == 12)
+
+            async def send(partition: int, value: bytes | None) -> None:
+                key = f"{group}/{topic}/{partition}".encode()
+                await producer.send_and_wait(lag_topic, value, key=key)
+
+            def rec(partition: int, lag: int, time_lag: float | None) -> bytes:
+                return LagRecord(
+                    group=group,
+                    topic=topic,
+                    partition=partition,
+                    lag=lag,
+                    time_lag=time_lag,
+                    observed_at=1.0,
+                ).encode()
+
+            state = ctl.groups[group].state
+            await send(0, rec(0, 10, 2.5))  # 2.5 s behind weighs 2500 (ms), not 10
+            await send(1, rec(1, 90_000, 0.0004))  # rounds up: behind at all weighs >= 1
+            await fleet.wait_for(lambda: state.lag.get(TopicPartition(topic, 1)) == 1)
+            assert state.lag[TopicPartition(topic, 0)] == 2500
+            await send(0, rec(0, 99, None))  # no time lag in it: the reading stands
+            await send(1, None)  # tombstone: partition 1 stopped reporting
+            await fleet.wait_for(lambda: TopicPartition(topic, 1) not in state.lag)
+            assert state.lag[TopicPartition(topic, 0)] == 2500
+            assert ctl.metrics.invalid.labels("lag")._value.get() == 0
+    finally:
+        await producer.stop()

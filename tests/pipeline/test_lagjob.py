@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 from controller.config import PipelineSettings
 from pipeline.lagjob import lag_records
@@ -29,14 +29,27 @@ class Feed:
         self.offsets = itertools.count()
         self.files = itertools.count()
 
-    def sample(self, partition: int, committed: int | None, log_end: int, t: float) -> dict[str, Any]:
-        body = {"group": "g", "topic": "t", "partition": partition, "committed": committed,
-                "log_end": log_end, "sampled_at": t}
+    def sample(
+        self, partition: int, committed: int | None, log_end: int, t: float
+    ) -> dict[str, Any]:
+        body = {
+            "group": "g",
+            "topic": "t",
+            "partition": partition,
+            "committed": committed,
+            "log_end": log_end,
+            "sampled_at": t,
+        }
         return self.raw(f"g/t/{partition}", json.dumps(body))
 
     def raw(self, key: str, value: str) -> dict[str, Any]:
-        return {"key": key, "value": value, "topic": "samples", "partition": 0,
-                "offset": next(self.offsets)}
+        return {
+            "key": key,
+            "value": value,
+            "topic": "samples",
+            "partition": 0,
+            "offset": next(self.offsets),
+        }
 
     def write(self, *rows: dict[str, Any]) -> None:
         tmp = self.root / f".{next(self.files)}.tmp"
@@ -46,13 +59,21 @@ class Feed:
 
 class Run:
     def __init__(self, spark: SparkSession, feed: Feed, settings: PipelineSettings) -> None:
-        raw = spark.readStream.schema(RAW).json(str(feed.root)).selectExpr(
-            "cast(key as binary) key", "cast(value as binary) value", "topic", "partition", "offset"
+        raw = (
+            spark.readStream.schema(RAW)
+            .json(str(feed.root))
+            .selectExpr(
+                "cast(key as binary) key",
+                "cast(value as binary) value",
+                "topic",
+                "partition",
+                "offset",
+            )
         )
         self.out: list[tuple[str, dict[str, Any] | None]] = []
         self.query: StreamingQuery = (
             lag_records(raw, settings, "latest")
-            .writeStream.outputMode("update")
+            .writeStream.outputMode("append")
             .foreachBatch(self._collect)
             .start()
         )
@@ -80,11 +101,25 @@ def feed(tmp_path: Path) -> Feed:
     return Feed(tmp_path)
 
 
-def record(partition: int, lag: int, time_lag: float | None, produce: float | None,
-           consume: float | None, at: float) -> dict[str, Any]:
-    return {"version": 1, "group": "g", "topic": "t", "partition": partition, "lag": lag,
-            "time_lag": time_lag, "produce_rate": produce, "consume_rate": consume,
-            "observed_at": at}
+def record(  # noqa: PLR0917
+    partition: int,
+    lag: int,
+    time_lag: float | None,
+    produce: float | None,
+    consume: float | None,
+    at: float,
+) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "group": "g",
+        "topic": "t",
+        "partition": partition,
+        "lag": lag,
+        "time_lag": time_lag,
+        "produce_rate": produce,
+        "consume_rate": consume,
+        "observed_at": at,
+    }
 
 
 def test_rates_and_time_lag_over_event_time(spark: SparkSession, feed: Feed) -> None:
@@ -113,10 +148,32 @@ def test_duplicates_late_samples_and_bad_input_are_counted_not_used(
             feed.sample(1, 999, 999, 210.0),  # replayed event time: first seen wins
             feed.sample(1, 0, 40, 150.0),  # behind the watermark (210 - 10)
             feed.raw("g/t/1", "{not json"),
-            feed.raw("g/t/2", json.dumps({"group": "g", "topic": "t", "partition": 1,
-                                          "committed": 0, "log_end": 1, "sampled_at": 1.0})),
-            feed.raw("g/t/3", json.dumps({"group": "g", "topic": "t", "partition": 3,
-                                          "committed": 9, "log_end": 1, "sampled_at": 1.0})),
+            feed.raw(
+                "g/t/2",
+                json.dumps(
+                    {
+                        "group": "g",
+                        "topic": "t",
+                        "partition": 1,
+                        "committed": 0,
+                        "log_end": 1,
+                        "sampled_at": 1.0,
+                    }
+                ),
+            ),
+            feed.raw(
+                "g/t/3",
+                json.dumps(
+                    {
+                        "group": "g",
+                        "topic": "t",
+                        "partition": 3,
+                        "committed": 9,
+                        "log_end": 1,
+                        "sampled_at": 1.0,
+                    }
+                ),
+            ),
         )
         assert run.step() == []  # nothing new was accepted: nothing written
         assert run.observed("samples", "rows") == 7
@@ -126,9 +183,14 @@ def test_duplicates_late_samples_and_bad_input_are_counted_not_used(
         )
         assert late == 1
         assert run.observed("lag_records", "duplicates") == 1
-        errors = [p.observedMetrics["samples"]["first_invalid"]
-                  for p in run.query.recentProgress if "samples" in p.observedMetrics]
-        assert [e for e in errors if e] == ["samples[0]@4: not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"]
+        errors = [
+            p.observedMetrics["samples"]["first_invalid"]
+            for p in run.query.recentProgress
+            if "samples" in p.observedMetrics
+        ]
+        assert [e for e in errors if e] == [
+            "samples[0]@4: not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
+        ]
     finally:
         run.query.stop()
 

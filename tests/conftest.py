@@ -1,0 +1,24 @@
+"""Fixtures shared by every suite: one local Spark session for the whole run (starting
+one takes seconds). Suites that need it import nothing from Spark until they ask."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    pytest.importorskip("pyspark", reason="the pipeline extra is not installed")
+    from pipeline.session import session  # noqa: PLC0415 (Spark only for suites that use it)
+
+    s = session("local[2]", shuffle_partitions=2)
+    yield s
+    for q in s.streams.active:
+        q.stop()
+    s.stop()
