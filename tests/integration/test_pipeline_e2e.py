@@ -25,9 +25,9 @@ from .test_controller import fleet_for, running
 
 pytest.importorskip("pyspark", reason="the pipeline extra is not installed")
 
-from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import SparkSession
 
-from pipeline import lagjob  # noqa: E402
+from pipeline import lagjob
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +46,7 @@ async def _commit(kafka: embedded.BrokerProcess, group: str, offsets: dict[Kafka
         await committer.stop()
 
 
-async def test_samples_to_spark_to_the_controllers_lag_view(
+async def test_samples_to_spark_to_the_controllers_lag_view(  # noqa: PLR0917
     kafka: embedded.BrokerProcess,
     mqtt: embedded.BrokerProcess,
     names: tuple[str, str],
@@ -178,7 +178,8 @@ async def test_restart_from_checkpoint_reads_on_and_keeps_state(
     assert _drain(spark, cfg, tmp_path / "cp") == len(second)
     after = await _records(kafka, lag_topic)
     new = after[len(before) :]
-    assert len(new) == 1 and new[0] is not None
+    assert len(new) == 1
+    assert new[0] is not None
     # the rate spans the restart: log end 50 at t=0 to 400 at t=30 (state came back)
-    assert new[0]["partition"] == 0 and new[0]["lag"] == 100
+    assert (new[0]["partition"], new[0]["lag"]) == (0, 100)
     assert new[0]["produce_rate"] == pytest.approx(350 / 30)
