@@ -86,13 +86,13 @@ def _cmd_schema(_: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     logs.configure(cfg.logging.level, cfg.logging.format)
-    return asyncio.run(run_daemon(cfg))
+    return asyncio.run(run_daemon(cfg, args.record))
 
 
-async def run_daemon(cfg: Config) -> int:
+async def run_daemon(cfg: Config, record: Path | None = None) -> int:
     """Run until SIGTERM/SIGINT, then drain in-flight publication and exit 0."""
     log = logs.get("ballast")
-    controller = Controller(cfg)
+    controller = Controller(cfg, record=record)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -167,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run the controller daemon")
     p.add_argument("--config", type=Path, default=Path("config/ballast.yaml"))
+    p.add_argument(
+        "--record", type=Path, help="append each group's assignment inputs to this trace (JSONL)"
+    )
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser(
@@ -213,7 +216,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("schema", help="print the JSON Schemas of the wire records")
     p.set_defaults(func=_cmd_schema)
+
+    p = sub.add_parser("pipeline", help="the Spark lag job and fleet backtest (pipeline extra)")
+    jobs = p.add_subparsers(dest="job", required=True)
+    j = jobs.add_parser("lag", help="streaming job: offset samples -> lag records")
+    j.add_argument("--config", type=Path, default=Path("config/ballast.yaml"))
+    j.add_argument("--checkpoint", help="overrides pipeline.checkpoint")
+    j.set_defaults(func=_cmd_pipeline)
+    j = jobs.add_parser("backtest", help="replay fleet traces through the strategies")
+    j.add_argument("--trace", type=Path, required=True, help="JSONL trace (run --record, synth)")
+    j.add_argument("--strategies", default=",".join(STRATEGIES))
+    j.add_argument("--out", type=Path, default=Path("backtest-out"))
+    j.add_argument("--master", default="local[2]")
+    j.add_argument("--tasks", type=int, default=16, help="Spark tasks the groups spread over")
+    j.set_defaults(func=_cmd_pipeline)
+    j = jobs.add_parser("synth", help="write a synthetic fleet trace")
+    j.add_argument("--groups", type=int, default=500)
+    j.add_argument("--max-members", type=int, default=1000)
+    j.add_argument("--steps", type=int, default=12, help="minutes of churn after the start")
+    j.add_argument("--seed", type=int, default=7)
+    j.add_argument("--out", type=Path, required=True)
+    j.set_defaults(func=_cmd_pipeline)
     return parser
+
+
+def _cmd_pipeline(args: argparse.Namespace) -> int:
+    try:
+        from pipeline import cli  # noqa: PLC0415 (optional extra: PySpark)
+    except ImportError as exc:
+        raise InputError(
+            f"pipeline: install the pipeline extra (pip install 'ballast[pipeline]'): {exc}"
+        ) from exc
+    return cli.run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import aiomqtt
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka import TopicPartition as KafkaTP
+from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
 
 from . import logs
@@ -38,9 +39,11 @@ from .membership import member_client
 from .records import (
     Assignment,
     DecodeError,
+    OffsetSample,
     Presence,
     assignment_key,
     decode,
+    partition_key,
     presence_topic,
     split_key,
 )
@@ -80,6 +83,8 @@ class ManagedConsumer:
         capacity: float | None = None,
         report_lag: bool = False,
         revoke_timeout: float = 5.0,
+        offset_samples_topic: str | None = None,
+        sample_interval: float = 5.0,
         **consumer_options: Any,
     ) -> None:
         self.group = group
@@ -98,6 +103,9 @@ class ManagedConsumer:
         self._capacity = capacity
         self._report_lag = report_lag
         self._revoke_timeout = revoke_timeout
+        self._samples_topic = offset_samples_topic
+        self._sample_interval = sample_interval
+        self._sample_producer: AIOKafkaProducer | None = None
         self._instance = uuid.uuid4().hex[:16]
         self._key = assignment_key(group, member)
         self.consumer = AIOKafkaConsumer(
@@ -158,6 +166,12 @@ class ManagedConsumer:
             await self._announce()
         self._tasks.append(asyncio.create_task(self._read_assignments()))
         self._tasks.append(asyncio.create_task(self._watchdog()))
+        if self._samples_topic is not None:
+            self._sample_producer = AIOKafkaProducer(
+                bootstrap_servers=self._bootstrap, linger_ms=20
+            )
+            await self._sample_producer.start()
+            self._tasks.append(asyncio.create_task(self._sample_loop(self._samples_topic)))
 
     async def close(self, *, leave: bool = True) -> None:
         """Stop. ``leave=True`` (default) is a clean leave: release everything, commit, and
@@ -188,6 +202,8 @@ class ManagedConsumer:
                 with contextlib.suppress(Exception):
                     await self._producer.send_and_wait(self._heartbeat_topic, None, key=self._key)
             await self._producer.stop()
+        if self._sample_producer is not None:
+            await self._sample_producer.stop()
         await self._reader.stop()
         await self.consumer.stop()
 
@@ -202,8 +218,9 @@ class ManagedConsumer:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
         await _cancel([*self._tasks, *([self._mqtt_task] if self._mqtt_task else [])])
-        if self._producer is not None:
-            await self._producer.stop()
+        for producer in (self._producer, self._sample_producer):
+            if producer is not None:
+                await producer.stop()
         await self._reader.stop()
         await self.consumer.stop()
 
@@ -434,6 +451,37 @@ class ManagedConsumer:
             self._mqtt_client = None
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
+
+    def offset_samples(self, now: float) -> list[OffsetSample]:
+        """Self-reports for the Spark lag job: for each held partition, the position this
+        member has processed up to (as ``committed``) and the log end its last fetch saw."""
+        out = []
+        for tp in sorted(self.assignment, key=_tp_key):
+            high = self.consumer.highwater(tp)
+            done = self._consumed.get(tp)
+            if high is None or done is None:
+                continue
+            out.append(
+                OffsetSample(
+                    group=self.group,
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    committed=min(done, high),
+                    log_end=high,
+                    sampled_at=now,
+                    source="client",
+                )
+            )
+        return out
+
+    async def _sample_loop(self, topic: str) -> None:
+        assert self._sample_producer is not None
+        while True:
+            await asyncio.sleep(self._sample_interval)
+            for s in self.offset_samples(time.time()):
+                key = partition_key(s.group, s.topic, s.partition)
+                with contextlib.suppress(KafkaError):  # a sample lost is a sample late
+                    await self._sample_producer.send(topic, s.encode(), key=key)
 
     async def _heartbeat_loop(self) -> None:
         while True:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
@@ -35,6 +36,7 @@ from .kafka_io import (
 from .membership import KafkaHeartbeats, MqttPresence, Sink
 from .metrics import Metrics
 from .records import DecodeError, LagRecord, Presence, decode, split_key
+from .trace import TraceRecorder
 
 log = logs.get("ballast.controller")
 
@@ -51,8 +53,11 @@ class ManagedGroup:
 
 
 class Controller:
-    def __init__(self, cfg: Config, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self, cfg: Config, metrics: Metrics | None = None, record: Path | None = None
+    ) -> None:
         self.cfg = cfg
+        self._recorder = TraceRecorder(record) if record else None
         self.metrics = metrics or Metrics()
         self.groups: dict[str, ManagedGroup] = {}
         self.ready = False
@@ -111,6 +116,8 @@ class Controller:
                 g.name, cfg.rebalance.tuning(cfg.lag.smoothing), counts, recovered, now
             )
             self.groups[g.name] = ManagedGroup(g.name, state, epoch + 1)
+            if self._recorder is not None:
+                self._recorder.attach(state)
             self.metrics.epoch.labels(g.name).set(epoch + 1)
             self.metrics.generation.labels(g.name).set(generation)
             log.info(
@@ -170,6 +177,8 @@ class Controller:
                 await asyncio.wait_for(closing, timeout=5)
             except Exception as exc:  # includes TimeoutError
                 log.warning("client_did_not_stop", error=repr(exc))
+        if self._recorder is not None:
+            self._recorder.close()
         log.info("stopped")
 
     def _spawn(self, factory: Callable[[], Awaitable[None]], name: str) -> None:

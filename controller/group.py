@@ -7,7 +7,7 @@ returns. Time is a parameter, so every rule here is tested without sleeping.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from assignors import (
@@ -75,6 +75,8 @@ class GroupState:
     ) -> None:
         self.name = name
         self.tuning = tuning
+        #: Sees every engine input as it is queued (``ballast run --record``).
+        self.recorder: Callable[[Event, float], None] | None = None
         granted = dict(recovered.granted) if recovered else {}
         topics = dict(recovered.topics) if recovered else {}
         # A restart moves nothing: rebuild from what was granted, without lag. Only
@@ -220,6 +222,8 @@ class GroupState:
 
     def _enqueue(self, event: Event, reason: str, now: float, delay: float | None = None) -> None:
         self._pending.append(event)
+        if self.recorder is not None:
+            self.recorder(event, now)
         if isinstance(event, MemberJoined | SubscriptionChanged):
             self._coalesced[event.member] = frozenset(event.topics)
         elif isinstance(event, MemberLeft):

@@ -168,7 +168,7 @@ class TraceEvent(_Record):
     topics: list[Name] | None = None
     #: ``partitions``: partition count per topic.
     partitions: dict[Name, NonNegative] | None = None
-    #: ``lag``: a snapshot ``[[topic, partition, lag], ...]`` replacing earlier readings.
+    #: ``lag``: readings ``[[topic, partition, lag], ...]``; other partitions keep theirs.
     lag: list[tuple[Name, NonNegative, NonNegative]] | None = None
 
     @model_validator(mode="after")

@@ -17,6 +17,7 @@ from aiokafka import TopicPartition as KafkaTP
 
 from assignors import TopicPartition
 from controller import embedded
+from controller.client import ManagedConsumer
 from controller.config import Config
 from controller.records import OffsetSample, partition_key
 
@@ -91,6 +92,58 @@ async def test_samples_to_spark_to_the_controllers_lag_view(  # noqa: PLR0917
             await fleet.wait_for(lambda: state.lag.get(p0) == 5 or not query.isActive, 90)
             assert query.isActive
             assert ctl.metrics.invalid.labels("lag")._value.get() == 0
+    finally:
+        query.stop()
+    assert query.exception() is None
+
+
+async def test_client_self_reports_reach_the_controller_through_spark(  # noqa: PLR0917
+    kafka: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+    names: tuple[str, str],
+    topic: str,
+    spark: SparkSession,
+    tmp_path: Path,
+) -> None:
+    group = names[0]
+    lag = {"source": "topic", "topic": f"lag-{group}", "smoothing": 1.0}
+    samples = f"samples-{group}"
+    controller_cfg = make_config(kafka, mqtt, group, lag=lag)  # polls nothing itself
+    job_cfg = make_config(kafka, mqtt, group, lag=lag | {"samples_topic": samples}, pipeline=FAST)
+    producer = AIOKafkaProducer(bootstrap_servers=kafka.address, linger_ms=0)
+    await producer.start()
+    try:
+        for i in range(20):
+            await producer.send_and_wait(topic, b"%d" % i, partition=3)
+    finally:
+        await producer.stop()
+    p3 = TopicPartition(topic, 3)
+    query = lagjob.start(spark, job_cfg, checkpoint=str(tmp_path / "checkpoint"))
+    try:
+        async with running(controller_cfg) as ctl:
+            consumer = ManagedConsumer(
+                group,
+                "solo",
+                [topic],
+                bootstrap_servers=kafka.address,
+                mqtt_port=mqtt.port,
+                mqtt_keepalive=1,
+                auto_offset_reset="earliest",
+                offset_samples_topic=samples,
+                sample_interval=0.3,
+            )
+            async with consumer:
+                got = 0
+                while got == 0:  # process one record of partition 3, then stall
+                    batch = await consumer.getmany(timeout_ms=200, max_records=1)
+                    got = sum(len(v) for tp, v in batch.items() if tp.partition == 3)
+                state = ctl.groups[group].state
+                deadline = time.monotonic() + 90
+                while state.lag.get(p3) != 19 and query.isActive:
+                    assert time.monotonic() < deadline, f"lag of p3: {state.lag.get(p3)}"
+                    await asyncio.sleep(0.1)
+                assert query.isActive
+                assert all(s.source == "client" for s in consumer.offset_samples(time.time()))
     finally:
         query.stop()
     assert query.exception() is None
