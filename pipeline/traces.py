@@ -98,6 +98,9 @@ class StepResult:
     count_spread: int
     max_member_lag: int
     lag_skew: float
+    #: Largest member lag over a lower bound on the best possible (the hottest partition,
+    #: or an even share of all lag); 1.0 is optimal, whatever the lag's shape.
+    lag_vs_bound: float
     compute_seconds: float
 
 
@@ -115,6 +118,17 @@ def steps_of(events: list[TraceEvent]) -> Iterator[list[TraceEvent]]:
 
 def _subscribed_partitions(counts: dict[str, int], subs: dict[str, list[str]]) -> int:
     return sum(counts.get(t, 0) for t in {t for ts in subs.values() for t in ts})
+
+
+def _vs_bound(
+    worst: int, counts: dict[str, int], subs: dict[str, list[str]], lag: dict[TopicPartition, int]
+) -> float:
+    topics = {t for ts in subs.values() for t in ts}
+    live = [
+        v for tp, v in lag.items() if tp.topic in topics and tp.partition < counts.get(tp.topic, 0)
+    ]
+    bound = max(max(live, default=0), sum(live) / len(subs))
+    return worst / bound if bound > 0 else 1.0
 
 
 def replay(events: list[TraceEvent], strategies: Iterable[str]) -> list[StepResult]:
@@ -158,6 +172,7 @@ def replay(events: list[TraceEvent], strategies: Iterable[str]) -> list[StepResu
                     count_spread=q.count_spread,
                     max_member_lag=q.max_member_lag,
                     lag_skew=q.lag_skew,
+                    lag_vs_bound=_vs_bound(q.max_member_lag, counts, subs, lag),
                     compute_seconds=spent,
                 )
             )
