@@ -135,7 +135,7 @@ async def run_audit(
 
     from .kafka_io import read_assignment_log  # noqa: PLC0415
 
-    logged = await read_assignment_log(bootstrap, topic, "ballast-audit")
+    logged = await read_assignment_log({"bootstrap_servers": bootstrap}, topic, "ballast-audit")
     names = sorted(groups or {r.group for r in logged})
     topics = sorted({t for r in logged if r.record for t in r.record.topics})
     counts: dict[str, int] = {}

@@ -101,12 +101,16 @@ async def run_daemon(cfg: Config, record: Path | None = None) -> int:
     log.info("http_listening", host=cfg.http.host, port=bound_port(runner))
     try:
         await controller.start()
-        await stop.wait()
+        stopping = asyncio.create_task(stop.wait())
+        failing = asyncio.create_task(controller.failed.wait())
+        await asyncio.wait({stopping, failing}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        failing.cancel()
         log.info("shutting_down")
     finally:
         await controller.stop()
         await runner.cleanup()
-    return 0
+    return 1 if controller.failed.is_set() else 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

@@ -24,7 +24,7 @@ import inspect
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import aiomqtt
@@ -35,7 +35,7 @@ from aiokafka.partitioner import murmur2
 
 from . import logs
 from .kafka_io import EPOCH_HEADER, GENERATION_HEADER
-from .membership import member_client
+from .membership import MqttAuth, member_client
 from .records import (
     Assignment,
     DecodeError,
@@ -85,12 +85,16 @@ class ManagedConsumer:
         revoke_timeout: float = 5.0,
         offset_samples_topic: str | None = None,
         sample_interval: float = 5.0,
+        mqtt_auth: MqttAuth | None = None,
+        kafka_security: Mapping[str, Any] | None = None,
         **consumer_options: Any,
     ) -> None:
         self.group = group
         self.member = member
         self.topics = sorted(set(topics))
-        self._bootstrap = bootstrap_servers
+        #: TLS/SASL settings (aiokafka names) for every Kafka client of this member.
+        self._kafka = {"bootstrap_servers": bootstrap_servers, **(kafka_security or {})}
+        self._mqtt_auth = mqtt_auth
         self._presence_kind = presence
         self._mqtt = (mqtt_host, mqtt_port, mqtt_keepalive)
         self._presence_topic = presence_topic(mqtt_prefix, group, member)
@@ -109,14 +113,14 @@ class ManagedConsumer:
         self._instance = uuid.uuid4().hex[:16]
         self._key = assignment_key(group, member)
         self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap_servers,
+            **self._kafka,
             group_id=commit_group or group,  # commits only: it never subscribes
             enable_auto_commit=False,
             auto_offset_reset=auto_offset_reset,
             **consumer_options,
         )
         self._reader = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap_servers,
+            **self._kafka,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
         )
@@ -160,16 +164,14 @@ class ManagedConsumer:
             self._mqtt_task = asyncio.create_task(self._mqtt_loop(connected))
             await asyncio.wait_for(connected.wait(), timeout=30)
         else:
-            self._producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, linger_ms=0)
+            self._producer = AIOKafkaProducer(**self._kafka, linger_ms=0)
             await self._producer.start()
             self._tasks.append(asyncio.create_task(self._heartbeat_loop()))
             await self._announce()
         self._tasks.append(asyncio.create_task(self._read_assignments()))
         self._tasks.append(asyncio.create_task(self._watchdog()))
         if self._samples_topic is not None:
-            self._sample_producer = AIOKafkaProducer(
-                bootstrap_servers=self._bootstrap, linger_ms=20
-            )
+            self._sample_producer = AIOKafkaProducer(**self._kafka, linger_ms=20)
             await self._sample_producer.start()
             self._tasks.append(asyncio.create_task(self._sample_loop(self._samples_topic)))
 
@@ -437,6 +439,7 @@ class ManagedConsumer:
                     f"ballast-{self.group}-{self.member}",
                     self._presence_topic,
                     keepalive,
+                    auth=self._mqtt_auth,
                 ) as client:
                     self._mqtt_client = client
                     await self._announce()

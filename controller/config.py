@@ -19,6 +19,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     model_validator,
 )
@@ -53,6 +54,23 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _secret_from_files(section: BaseModel, *names: str) -> dict[str, SecretStr]:
+    """``<name>_file`` settings read into their secrets (Kubernetes Secrets mounted as
+    files); a secret given both ways is an error. Secrets print as ``**********``."""
+    out: dict[str, SecretStr] = {}
+    for name in names:
+        path: Path | None = getattr(section, f"{name}_file")
+        if path is None:
+            continue
+        if getattr(section, name) is not None:
+            raise ValueError(f"set {name} or {name}_file, not both")
+        try:
+            out[name] = SecretStr(path.read_text(encoding="utf-8").strip())
+        except OSError as exc:
+            raise ValueError(f"{name}_file {path}: cannot read: {exc.strerror or exc}") from exc
+    return out
+
+
 class KafkaSettings(_Section):
     bootstrap_servers: str = "127.0.0.1:9092"
     client_id: str = "ballast"
@@ -60,6 +78,32 @@ class KafkaSettings(_Section):
     #: (Tansu 0.6) need ``false``; controller_epoch fencing protects either way.
     idempotent_producer: bool = True
     request_timeout: PositiveDuration = 30.0
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    sasl_password_file: Path | None = None
+    #: CA bundle to verify the brokers (default: the system's); client cert for mTLS.
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    ssl_key_password: SecretStr | None = None
+    ssl_key_password_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _auth(self) -> KafkaSettings:
+        for name, secret in _secret_from_files(self, "sasl_password", "ssl_key_password").items():
+            object.__setattr__(self, name, secret)
+        if self.security_protocol.startswith("SASL_") and not (
+            self.sasl_mechanism and self.sasl_username and self.sasl_password
+        ):
+            raise ValueError(
+                f"{self.security_protocol} needs sasl_mechanism, sasl_username and "
+                "sasl_password (or sasl_password_file)"
+            )
+        if self.sasl_mechanism and not self.security_protocol.startswith("SASL_"):
+            raise ValueError("sasl_mechanism needs security_protocol SASL_PLAINTEXT or SASL_SSL")
+        return self
 
 
 class MqttSettings(_Section):
@@ -68,6 +112,24 @@ class MqttSettings(_Section):
     keepalive: Annotated[int, Field(ge=1, le=3600)] = 5
     topic_prefix: Name = "ballast"
     client_id: str = "ballast-controller"
+    username: str | None = None
+    password: SecretStr | None = None
+    password_file: Path | None = None
+    tls: bool = False
+    #: CA bundle for the broker's certificate (default: the system's); client cert for mTLS.
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _auth(self) -> MqttSettings:
+        for name, secret in _secret_from_files(self, "password").items():
+            object.__setattr__(self, name, secret)
+        if self.password is not None and not self.username:
+            raise ValueError("password needs username")
+        if (self.ca_file or self.cert_file) and not self.tls:
+            raise ValueError("ca_file/cert_file need tls: true")
+        return self
 
 
 class MembershipSettings(_Section):
@@ -163,6 +225,31 @@ class RebalanceSettings(_Section):
         )
 
 
+class HaSettings(_Section):
+    """Several replicas, one leader per group (docs/operations.md, "High availability")."""
+
+    enabled: bool = False
+    #: One partition per shard; groups hash onto shards (CRC-32 of the name).
+    control_topic: Name = "ballast.control"
+    shards: Annotated[int, Field(ge=1, le=1_000)] = 12
+    election_group: Name = "ballast-controllers"
+    #: A silent leader loses its shards after this long (Kafka group session timeout).
+    session_timeout: Annotated[float, BeforeValidator(_duration), Field(ge=1, le=300)] = 6.0
+    heartbeat_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0, le=60)] = 1.0
+    #: Identifies this replica in logs and /v1/leadership (default: host name and pid).
+    replica_id: str | None = None
+    #: Publish through one transactional producer per shard, ``<prefix>-<shard>``: a new
+    #: leader's init_transactions fences the old leader's producer. Needs a broker with
+    #: transactions (Apache Kafka; not Tansu 0.6). Epoch fencing applies either way.
+    transactional_id_prefix: Name | None = None
+
+    @model_validator(mode="after")
+    def _timing(self) -> HaSettings:
+        if self.heartbeat_interval * 3 > self.session_timeout:
+            raise ValueError("heartbeat_interval must be at most a third of session_timeout")
+        return self
+
+
 class GroupSettings(_Section):
     name: Name
     #: The consumer group id the fleet commits offsets under (default: ``name``).
@@ -183,6 +270,19 @@ class AssignmentsTopic(_Section):
 class HttpSettings(_Section):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65_535)] = 8080
+    #: Bearer token for the mutating endpoints (pause, resume, rebalance, drain). Unset:
+    #: they answer 403 and the API is read-only.
+    admin_token: SecretStr | None = None
+    admin_token_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _token(self) -> HttpSettings:
+        for name, secret in _secret_from_files(self, "admin_token").items():
+            object.__setattr__(self, name, secret)
+        token = self.admin_token.get_secret_value() if self.admin_token else None
+        if token is not None and len(token) < 16:
+            raise ValueError("admin_token must be at least 16 characters")
+        return self
 
 
 class MetricsSettings(_Section):
@@ -209,6 +309,13 @@ class Config(_Section):
     metrics: MetricsSettings = MetricsSettings()
     logging: LoggingSettings = LoggingSettings()
     pipeline: PipelineSettings = PipelineSettings()
+    ha: HaSettings = HaSettings()
+
+    @model_validator(mode="after")
+    def _transactions_need_shards(self) -> Config:
+        if self.ha.transactional_id_prefix and not self.ha.enabled:
+            raise ValueError("ha.transactional_id_prefix needs ha.enabled: true (one id per shard)")
+        return self
 
     @model_validator(mode="after")
     def _unique_groups(self) -> Config:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,12 +26,14 @@ from assignors import TopicPartition
 
 from . import logs
 from .config import Config
+from .election import ShardElection, shard_of
 from .group import GroupState, Rebalance, Recovered, RejectedError
-from .handoff import Plan
+from .handoff import Outgoing, Plan
 from .kafka_io import (
     AssignmentPublisher,
     OffsetReader,
     SamplePublisher,
+    client_options,
     ensure_compacted_topic,
     load_assignments,
 )
@@ -70,14 +74,21 @@ class Controller:
         self._metadata_wake = asyncio.Event()
         self._membership: MqttPresence | KafkaHeartbeats | None = None
         self._stopping = False
+        self.replica = cfg.ha.replica_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.election: ShardElection | None = None
+        self._group_tasks: dict[str, asyncio.Task[None]] = {}
+        self._shard_publishers: dict[int, AssignmentPublisher] = {}
+        self.failed = asyncio.Event()
+        self.failure = ""
+        #: Latest presence of every member of every configured group, led or not: a
+        #: replica taking a group over starts from what the fleet already announced.
+        self._heard: dict[str, dict[str, Presence]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         cfg = self.cfg
-        admin = AIOKafkaAdminClient(
-            bootstrap_servers=cfg.kafka.bootstrap_servers, client_id=cfg.kafka.client_id
-        )
+        admin = AIOKafkaAdminClient(**client_options(cfg), client_id=cfg.kafka.client_id)
         await admin.start()
         try:
             await ensure_compacted_topic(
@@ -89,17 +100,99 @@ class Controller:
         finally:
             await admin.close()
         self.metrics.connected.labels("kafka").set(1)
+        await self._publisher.start()
+        sink = Sink(self._seen, self._gone, frozenset(g.name for g in cfg.groups))
+        if cfg.membership.source == "mqtt":
+            self._membership = MqttPresence(cfg, sink, self.metrics)
+        else:
+            self._membership = KafkaHeartbeats(cfg, sink, self.metrics)
+        if cfg.ha.enabled:
+            self.election = ShardElection(
+                cfg, self.replica, self._acquire_shards, self._release_shards
+            )
+            await self.election.start()
+            self._spawn(self.election.run, "election")
+        else:
+            await self._acquire([g.name for g in cfg.groups])
+        self._spawn(self._membership.run, "membership")
+        self._spawn(self._metadata_loop, "metadata")
+        if cfg.lag.source == "poll" or self._samples is not None:
+            if self._samples is not None:
+                await self._samples.start()
+            self._spawn(self._poll_lag_loop, "lag-poll")
+        if cfg.lag.source == "topic":
+            self._spawn(self._lag_topic_loop, "lag-topic")
+        if isinstance(self._membership, MqttPresence):
+            await asyncio.wait_for(self._membership.connected.wait(), timeout=30)
+        self.ready = True
+        self.metrics.ready.set(1)
+        log.info("ready", groups=sorted(self.groups), replica=self.replica, ha=cfg.ha.enabled)
+
+    # ------------------------------------------------------------------ leadership
+
+    async def _acquire_shards(self, shards: frozenset[int]) -> None:
+        n = self.cfg.ha.shards
+        prefix = self.cfg.ha.transactional_id_prefix
+        if prefix is not None:
+            for shard in sorted(shards - self._shard_publishers.keys()):
+                publisher = AssignmentPublisher(self.cfg, f"{prefix}-{shard}")
+                try:
+                    await publisher.start()  # init_transactions: fences the old leader
+                except Exception as exc:
+                    self._fail(
+                        f"ha.transactional_id_prefix: cannot start a transactional producer "
+                        f"(does the broker support transactions?): {exc!r}"
+                    )
+                    return
+                self._shard_publishers[shard] = publisher
+        names = [g.name for g in self.cfg.groups if shard_of(g.name, n) in shards]
+        log.info("shards_acquired", shards=sorted(shards), groups=len(names))
+        self.metrics.leadership_changes.labels("acquired").inc(len(names))
+        await self._acquire(names)
+
+    async def _release_shards(self, shards: frozenset[int]) -> None:
+        n = self.cfg.ha.shards
+        names = [name for name in self.groups if shard_of(name, n) in shards]
+        log.info("shards_released", shards=sorted(shards), groups=len(names))
+        self.metrics.leadership_changes.labels("released").inc(len(names))
+        await self._release(names)
+        for shard in shards:
+            publisher = self._shard_publishers.pop(shard, None)
+            if publisher is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(publisher.stop(), 5)
+
+    def _publisher_for(self, group: str) -> AssignmentPublisher:
+        if not self._shard_publishers:
+            return self._publisher
+        return self._shard_publishers[shard_of(group, self.cfg.ha.shards)]
+
+    def _fail(self, reason: str) -> None:
+        """Unrecoverable: log it and let ``run_daemon`` exit non-zero."""
+        log.error("fatal", reason=reason)
+        self.failure = reason
+        self.failed.set()
+
+    async def _acquire(self, names: list[str]) -> None:
+        """Lead these groups: rebuild each from the assignments topic (read to its end),
+        take ``controller_epoch = last + 1``, replay the presence already heard, start."""
+        cfg = self.cfg
         stored = await load_assignments(
             cfg, on_invalid=lambda why: self._invalid("assignment", why)
         )
         now = time.monotonic()
-        for g in cfg.groups:
+        for name in names:
+            if name in self.groups:
+                continue
+            g = cfg.group(name)
             granted: dict[str, frozenset[TopicPartition]] = {}
             topics: dict[str, frozenset[str]] = {}
             releasing: dict[TopicPartition, tuple[str, int]] = {}
             generation = epoch = 0
             for (group, member), s in stored.items():
-                if group != g.name or s.record is None:
+                if group == name and s.epoch is not None:
+                    epoch = max(epoch, s.epoch)
+                if group != name or s.record is None:
                     continue
                 granted[member] = s.record.held()
                 topics[member] = frozenset(s.record.topics)
@@ -109,67 +202,99 @@ class Controller:
                 epoch = max(epoch, s.record.controller_epoch)
             reader = OffsetReader(cfg, g.offsets_group)
             await reader.start()
-            self._readers[g.name] = reader
+            self._readers[name] = reader
             counts = await reader.partition_counts({t for ts in topics.values() for t in ts})
             recovered = Recovered(generation, epoch, granted, topics, releasing)
             state = GroupState(
-                g.name, cfg.rebalance.tuning(cfg.lag.smoothing), counts, recovered, now
+                name, cfg.rebalance.tuning(cfg.lag.smoothing), counts, recovered, now
             )
-            self.groups[g.name] = ManagedGroup(g.name, state, epoch + 1)
+            managed = ManagedGroup(name, state, epoch + 1)
+            if cfg.ha.enabled:
+                # Every member learns the new epoch at once, so a write the deposed
+                # leader might still squeeze in is ignored by everyone.
+                await self._publish_fence(managed)
+            for p in self._heard.get(name, {}).values():
+                with contextlib.suppress(RejectedError):
+                    state.on_presence(p, now)
+            if isinstance(self._membership, KafkaHeartbeats):
+                for member in granted:
+                    self._membership.expect(name, member)
+            self.groups[name] = managed
             if self._recorder is not None:
                 self._recorder.attach(state)
-            self.metrics.epoch.labels(g.name).set(epoch + 1)
-            self.metrics.generation.labels(g.name).set(generation)
+            self._group_tasks[name] = asyncio.create_task(
+                self._guard(partial(self._group_loop, managed), f"group-{name}"),
+                name=f"group-{name}",
+            )
+            self.metrics.leader.labels(name).set(1)
+            self.metrics.epoch.labels(name).set(epoch + 1)
+            self.metrics.generation.labels(name).set(generation)
             log.info(
-                "group_recovered",
-                group=g.name,
+                "group_acquired",
+                group=name,
                 members=len(granted),
                 generation=generation,
                 epoch=epoch + 1,
+                replica=self.replica,
             )
-        await self._publisher.start()
-        sink = Sink(self._seen, self._gone, frozenset(self.groups))
-        if cfg.membership.source == "mqtt":
-            self._membership = MqttPresence(cfg, sink, self.metrics)
-        else:
-            heartbeats = KafkaHeartbeats(cfg, sink, self.metrics)
-            for grp in self.groups.values():
-                for member in grp.state.reconciler.granted:
-                    heartbeats.expect(grp.name, member)
-            self._membership = heartbeats
-        self._spawn(self._membership.run, "membership")
-        self._spawn(self._metadata_loop, "metadata")
-        if cfg.lag.source == "poll" or self._samples is not None:
-            if self._samples is not None:
-                await self._samples.start()
-            self._spawn(self._poll_lag_loop, "lag-poll")
-        if cfg.lag.source == "topic":
-            self._spawn(self._lag_topic_loop, "lag-topic")
-        for grp in self.groups.values():
-            self._spawn(partial(self._group_loop, grp), f"group-{grp.name}")
-        if isinstance(self._membership, MqttPresence):
-            await asyncio.wait_for(self._membership.connected.wait(), timeout=30)
-        self.ready = True
-        self.metrics.ready.set(1)
-        log.info("ready", groups=sorted(self.groups))
+        self._metadata_wake.set()
+
+    async def _release(self, names: list[str]) -> None:
+        """Stop leading these groups at once: no further publication."""
+        for name in names:
+            group = self.groups.pop(name, None)
+            task = self._group_tasks.pop(name, None)
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            reader = self._readers.pop(name, None)
+            if reader is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(reader.stop(), 5)
+            self.metrics.leader.labels(name).set(0)
+            if group is not None:
+                log.info("group_released", group=name, epoch=group.epoch, replica=self.replica)
+
+    async def _publish_fence(self, g: ManagedGroup) -> None:
+        r = g.state.reconciler
+        releasing: dict[str, set[TopicPartition]] = {}
+        for tp, rel in r.releasing.items():
+            releasing.setdefault(rel.member, set()).add(tp)
+        records = [
+            Outgoing(member, held, frozenset(releasing.get(member, ())))
+            for member, held in sorted(r.granted.items())
+        ]
+        if records:
+            await self._publisher_for(g.name).publish(
+                g.name, g.epoch, r.generation, records, g.state.engine.members
+            )
 
     async def stop(self) -> None:
         """Drain: let in-flight publications finish, then stop every task and client."""
         self._stopping = True
         self.ready = False
         self.metrics.ready.set(0)
+        if self.election is not None:
+            # Leave the election first: another replica takes over without waiting for
+            # this one's session to time out. Revocation stops the group loops.
+            try:
+                await asyncio.wait_for(self.election.stop(), 10)
+            except Exception as exc:
+                log.warning("election_did_not_stop", error=repr(exc))
         deadline = time.monotonic() + 10
         while any(g.publishing for g in self.groups.values()) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._group_tasks.values()]
+        for task in tasks:
             task.cancel()
         # Bounded: a client stuck in a slow disconnect must not hold the shutdown up.
-        if self._tasks:
-            _, stuck = await asyncio.wait(self._tasks, timeout=5)
+        if tasks:
+            _, stuck = await asyncio.wait(tasks, timeout=5)
             for task in stuck:
                 log.warning("task_did_not_stop", task=task.get_name())
         clients: list[AssignmentPublisher | OffsetReader | SamplePublisher]
-        clients = [self._publisher, *self._readers.values()]
+        clients = [self._publisher, *self._shard_publishers.values(), *self._readers.values()]
         if self._samples is not None:
             clients.append(self._samples)
         for closing in (c.stop() for c in clients):
@@ -199,6 +324,7 @@ class Controller:
     # ------------------------------------------------------------------ observations
 
     def _seen(self, p: Presence) -> None:
+        self._heard.setdefault(p.group, {})[p.member] = p
         g = self.groups.get(p.group)
         if g is None:
             return
@@ -213,6 +339,7 @@ class Controller:
         g.wake.set()
 
     def _gone(self, group: str, member: str) -> None:
+        self._heard.get(group, {}).pop(member, None)
         g = self.groups.get(group)
         if g is not None:
             g.state.on_gone(member, time.monotonic())
@@ -264,8 +391,18 @@ class Controller:
     async def _publish(self, g: ManagedGroup, plan: Plan) -> None:
         backoff = 0.1
         while True:
+            if self.election is not None and not await self.election.confirm(
+                shard_of(g.name, self.cfg.ha.shards)
+            ):
+                # Deposed (e.g. paused past the session timeout): write nothing; the
+                # revocation that follows stops this group's loop.
+                self.metrics.fenced_publications.labels(g.name).inc()
+                log.warning("publication_fenced", group=g.name, generation=plan.generation)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
             try:
-                await self._publisher.publish(
+                await self._publisher_for(g.name).publish(
                     g.name, g.epoch, plan.generation, plan.records, g.state.engine.members
                 )
                 self.metrics.connected.labels("kafka").set(1)
@@ -399,7 +536,7 @@ class Controller:
     async def _lag_topic_loop(self) -> None:
         consumer = AIOKafkaConsumer(
             self.cfg.lag.topic,
-            bootstrap_servers=self.cfg.kafka.bootstrap_servers,
+            **client_options(self.cfg),
             client_id=f"{self.cfg.kafka.client_id}-lag-topic",
             enable_auto_commit=False,
             auto_offset_reset="earliest",
@@ -414,6 +551,8 @@ class Controller:
                         self._lag_record(msg, readings)
                 now = time.monotonic()
                 for name, lag in readings.items():
+                    if name not in self.groups:  # released meanwhile
+                        continue
                     state = self.groups[name].state
                     state.forget_lag((tp for tp, v in lag.items() if v is None), now)
                     state.on_lag({tp: v for tp, v in lag.items() if v is not None}, now)

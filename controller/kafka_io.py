@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaError
+from aiokafka.helpers import create_ssl_context
 
 from assignors import TopicPartition
 
@@ -34,6 +35,28 @@ from .records import (
 
 GENERATION_HEADER = "ballast-generation"
 EPOCH_HEADER = "ballast-epoch"
+
+
+def client_options(cfg: Config) -> dict[str, Any]:
+    """Connection settings shared by every Kafka client of the controller: bootstrap,
+    TLS and SASL. The password leaves the config only here, into the client."""
+    k = cfg.kafka
+    opts: dict[str, Any] = {
+        "bootstrap_servers": k.bootstrap_servers,
+        "security_protocol": k.security_protocol,
+    }
+    if k.security_protocol in ("SSL", "SASL_SSL"):
+        opts["ssl_context"] = create_ssl_context(
+            cafile=str(k.ssl_cafile) if k.ssl_cafile else None,
+            certfile=str(k.ssl_certfile) if k.ssl_certfile else None,
+            keyfile=str(k.ssl_keyfile) if k.ssl_keyfile else None,
+            password=k.ssl_key_password.get_secret_value() if k.ssl_key_password else None,
+        )
+    if k.sasl_mechanism and k.sasl_password is not None:
+        opts["sasl_mechanism"] = k.sasl_mechanism
+        opts["sasl_plain_username"] = k.sasl_username
+        opts["sasl_plain_password"] = k.sasl_password.get_secret_value()
+    return opts
 
 
 class TopicConfigError(RuntimeError):
@@ -101,14 +124,15 @@ async def read_to_end(
 
 
 async def read_assignment_log(
-    bootstrap: str,
+    connection: Mapping[str, Any],
     topic: str,
     client_id: str,
     on_invalid: Callable[[str], None] | None = None,
 ) -> list[LoggedRecord]:
-    """Every valid record of the assignments topic, in partition-offset order."""
+    """Every valid record of the assignments topic, in partition-offset order.
+    ``connection``: ``client_options(cfg)`` or at least ``bootstrap_servers``."""
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
+        **connection,
         client_id=client_id,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
@@ -165,7 +189,7 @@ async def load_assignments(
     """Latest record per ``<group>/<member>`` key (tombstones included). A record from an
     older controller epoch than the key's previous record does not win (invariant 4)."""
     log = await read_assignment_log(
-        cfg.kafka.bootstrap_servers,
+        client_options(cfg),
         cfg.assignments.name,
         f"{cfg.kafka.client_id}-recovery",
         on_invalid,
@@ -185,15 +209,20 @@ async def load_assignments(
 
 
 class AssignmentPublisher:
-    """Writes assignment records and tombstones; acks=all, idempotent where supported."""
+    """Writes assignment records and tombstones; acks=all, idempotent where supported.
 
-    def __init__(self, cfg: Config) -> None:
+    With a ``transactional_id`` each publication is one transaction, and starting the
+    publisher fences any older producer with the same id (the deposed leader's)."""
+
+    def __init__(self, cfg: Config, transactional_id: str | None = None) -> None:
         self._cfg = cfg
+        self._transactional = transactional_id is not None
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=cfg.kafka.bootstrap_servers,
+            **client_options(cfg),
             client_id=f"{cfg.kafka.client_id}-publisher",
             acks="all",
-            enable_idempotence=cfg.kafka.idempotent_producer,
+            enable_idempotence=cfg.kafka.idempotent_producer or self._transactional,
+            transactional_id=transactional_id,
             request_timeout_ms=int(cfg.kafka.request_timeout * 1000),
             linger_ms=0,
         )
@@ -205,6 +234,20 @@ class AssignmentPublisher:
         await self._producer.stop()
 
     async def publish(
+        self,
+        group: str,
+        epoch: int,
+        generation: int,
+        records: Iterable[Outgoing],
+        topics_of: Mapping[str, frozenset[str]],
+    ) -> None:
+        if self._transactional:
+            async with self._producer.transaction():
+                await self._send(group, epoch, generation, records, topics_of)
+        else:
+            await self._send(group, epoch, generation, records, topics_of)
+
+    async def _send(
         self,
         group: str,
         epoch: int,
@@ -249,13 +292,13 @@ class OffsetReader:
         self._cfg = cfg
         self._group = commit_group
         self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=cfg.kafka.bootstrap_servers,
+            **client_options(cfg),
             client_id=f"{cfg.kafka.client_id}-lag",
             group_id=commit_group,  # never subscribes: it only reads the group's commits
             enable_auto_commit=False,
         )
         self._admin = AIOKafkaAdminClient(
-            bootstrap_servers=cfg.kafka.bootstrap_servers, client_id=f"{cfg.kafka.client_id}-admin"
+            **client_options(cfg), client_id=f"{cfg.kafka.client_id}-admin"
         )
         self._admin_offsets = True
 
@@ -328,7 +371,7 @@ class SamplePublisher:
     def __init__(self, cfg: Config, topic: str) -> None:
         self._topic = topic
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=cfg.kafka.bootstrap_servers,
+            **client_options(cfg),
             client_id=f"{cfg.kafka.client_id}-samples",
             acks="all",
             linger_ms=20,

@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiomqtt
 from aiokafka import AIOKafkaConsumer
 
 from . import logs
-from .config import Config
+from .config import Config, MqttSettings
+from .kafka_io import client_options
 from .metrics import Metrics
 from .records import DecodeError, Presence, decode, split_key
 
@@ -38,17 +39,48 @@ class Sink:
 
 
 def member_client(
-    host: str, port: int, identifier: str, topic: str, keepalive: int
+    host: str,
+    port: int,
+    identifier: str,
+    topic: str,
+    keepalive: int,
+    *,
+    auth: MqttAuth | None = None,
 ) -> aiomqtt.Client:
     """An MQTT client for a member: its Will clears the member's retained presence, so
     the broker reports the member gone when the connection dies without DISCONNECT."""
+    auth = auth or MqttAuth()
     return aiomqtt.Client(
         host,
         port,
         identifier=identifier,
         keepalive=keepalive,
         will=aiomqtt.Will(topic, b"", qos=1, retain=True),
+        username=auth.username,
+        password=auth.password,
+        tls_params=auth.tls,
     )
+
+
+@dataclass(frozen=True)
+class MqttAuth:
+    """Credentials and TLS for an MQTT connection (``repr`` hides the password)."""
+
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    tls: aiomqtt.TLSParameters | None = None
+
+    @classmethod
+    def from_settings(cls, m: MqttSettings) -> MqttAuth:
+        tls = None
+        if m.tls:
+            tls = aiomqtt.TLSParameters(
+                ca_certs=str(m.ca_file) if m.ca_file else None,
+                certfile=str(m.cert_file) if m.cert_file else None,
+                keyfile=str(m.key_file) if m.key_file else None,
+            )
+        password = m.password.get_secret_value() if m.password else None
+        return cls(m.username, password, tls)
 
 
 def _invalid(metrics: Metrics, source: str, reason: str) -> None:
@@ -78,12 +110,16 @@ class MqttPresence:
         pattern = f"{m.topic_prefix}/+/members/+"
         while True:
             try:
+                auth = MqttAuth.from_settings(m)
                 async with aiomqtt.Client(
                     m.host,
                     m.port,
                     identifier=m.client_id,
                     keepalive=m.keepalive,
                     clean_session=True,
+                    username=auth.username,
+                    password=auth.password,
+                    tls_params=auth.tls,
                 ) as client:
                     await client.subscribe(pattern, qos=1)
                     self._metrics.connected.labels("mqtt").set(1)
@@ -156,7 +192,7 @@ class KafkaHeartbeats:
     async def run(self) -> None:
         consumer = AIOKafkaConsumer(
             self._cfg.membership.heartbeat_topic,
-            bootstrap_servers=self._cfg.kafka.bootstrap_servers,
+            **client_options(self._cfg),
             client_id=f"{self._cfg.kafka.client_id}-heartbeats",
             enable_auto_commit=False,
             auto_offset_reset="latest",

@@ -95,6 +95,24 @@ class Metrics:
         self.epoch = Gauge(
             "ballast_controller_epoch", "This controller's epoch per group.", ["group"], registry=r
         )
+        self.leader = Gauge(
+            "ballast_group_leader",
+            "1 while this replica leads the group (groups come from the config: bounded).",
+            ["group"],
+            registry=r,
+        )
+        self.leadership_changes = Counter(
+            "ballast_leadership_changes_total",
+            "Groups this replica started or stopped leading.",
+            ["change"],
+            registry=r,
+        )
+        self.fenced_publications = Counter(
+            "ballast_fenced_publications_total",
+            "Publications withheld because the coordinator no longer confirmed leadership.",
+            ["group"],
+            registry=r,
+        )
         self.invalid = Counter(
             "ballast_invalid_messages_total",
             "Rejected input messages by source (presence, heartbeat, lag, assignment).",
