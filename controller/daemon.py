@@ -494,7 +494,7 @@ class Controller:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._metadata_wake.wait(), self.cfg.lag.poll_interval)
             self._metadata_wake.clear()
-            for g in self.groups.values():
+            for g in list(self.groups.values()):
                 topics = _subscribed(g.state.engine.members) | {
                     t for p in g.state.presence.values() for t in p.topics
                 }
@@ -512,7 +512,7 @@ class Controller:
         reset = self.cfg.lag.auto_offset_reset
         use_lag = self.cfg.lag.source == "poll"
         while True:
-            for g in self.groups.values():
+            for g in list(self.groups.values()):
                 subscribed = _subscribed(g.state.engine.members)
                 ppt = {
                     t: n

@@ -22,6 +22,7 @@ from aiokafka import TopicPartition as KafkaTP
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import (
     CommitFailedError,
+    ConsumerStoppedError,
     IllegalGenerationError,
     RebalanceInProgressError,
     TopicAlreadyExistsError,
@@ -87,8 +88,9 @@ class ShardElection:
 
     async def run(self) -> None:
         """Keep the membership alive (the control topic carries no records)."""
-        while True:
-            await self._consumer.getmany(timeout_ms=1000)
+        with contextlib.suppress(ConsumerStoppedError):  # stop() ends the loop
+            while True:
+                await self._consumer.getmany(timeout_ms=1000)
 
     async def confirm(self, shard: int) -> bool:
         """Still the leader of ``shard``, as the coordinator sees it right now."""

@@ -32,7 +32,6 @@ from controller.records import (
     OffsetSample,
     decode,
     partition_key,
-    split_key,
 )
 
 from . import lagmath
@@ -54,21 +53,32 @@ _SAMPLE_FIELDS = ("group", "topic", "partition", "committed", "log_end", "log_st
 def decode_samples(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     """Kafka rows -> sample columns, or an ``error`` naming the record and the problem."""
     for raw in batches:
-        rows: list[dict[str, Any]] = []
+        cols: dict[str, list[Any]] = {f: [] for f in (*_SAMPLE_FIELDS, "error")}
         for key, value, topic, part, offset in zip(
             raw["key"], raw["value"], raw["topic"], raw["partition"], raw["offset"], strict=True
         ):
-            where = f"{topic}[{part}]@{offset}"
-            try:
-                group, t, p = split_key(key, where, parts=3)
-                s = decode(OffsetSample, value, where)
-                if (s.group, s.topic, str(s.partition)) != (group, t, p):
-                    raise DecodeError(where, f"key {group}/{t}/{p} disagrees with the body")
-            except DecodeError as exc:
-                rows.append(dict.fromkeys(_SAMPLE_FIELDS) | {"error": str(exc)})
-                continue
-            rows.append({f: getattr(s, f) for f in _SAMPLE_FIELDS} | {"error": None})
-        yield pd.DataFrame(rows, columns=[*_SAMPLE_FIELDS, "error"])
+            s, error = _decode(key, value, f"{topic}[{part}]@{offset}")
+            for f in _SAMPLE_FIELDS:
+                cols[f].append(None if s is None else getattr(s, f))
+            cols["error"].append(error)
+        yield pd.DataFrame(cols)
+
+
+def _decode(
+    key: bytes | None, value: bytes | None, where: str
+) -> tuple[OffsetSample | None, str | None]:
+    try:
+        # fast path (pydantic parses and validates in one pass); ``decode`` explains failures
+        s = OffsetSample.model_validate_json(value) if value else decode(OffsetSample, value, where)
+    except ValueError:
+        try:
+            s = decode(OffsetSample, value, where)
+        except DecodeError as exc:
+            return None, str(exc)
+    if key != partition_key(s.group, s.topic, s.partition):
+        shown = key.decode(errors="replace") if key else None
+        return None, f"{where}: key {shown!r} disagrees with the body"
+    return s, None
 
 
 def _column(values: Any) -> list[int | None]:
