@@ -117,7 +117,7 @@ async def test_three_replicas_share_groups_and_survive_kill_and_pause(
         assert all(n > 0 for n in spread.values()), spread  # shards spread over all three
         print(f"\ngroups per replica: {spread}")
 
-        for g, fleet in fleets.items():
+        for fleet in fleets.values():
             await fleet.start()
             fleet.on_apply = lambda _m, f=fleet: double.extend(
                 str(tp) for tp, o in f.owners().items() if len(o) > 1
