@@ -27,7 +27,7 @@ GROUPS = 30
 SHARDS = 12
 
 
-def _config(
+def _config(  # noqa: PLR0917
     path: Path,
     kafka: embedded.BrokerProcess,
     mqtt: embedded.BrokerProcess,
