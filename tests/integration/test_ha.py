@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ import pytest
 from controller import embedded
 from controller.audit import run_audit
 from controller.election import shard_of
-from controller.simfleet import Fleet
+from controller.simfleet import Fleet, SimMember
 
 pytestmark = pytest.mark.integration
 
@@ -117,14 +118,18 @@ async def test_three_replicas_share_groups_and_survive_kill_and_pause(
         assert all(n > 0 for n in spread.values()), spread  # shards spread over all three
         print(f"\ngroups per replica: {spread}")
 
+        def check_exclusive(f: Fleet) -> Callable[[SimMember], None]:
+            return lambda _m: double.extend(str(tp) for tp, o in f.owners().items() if len(o) > 1)
+
+        def holds_all(f: Fleet) -> Callable[[], bool]:
+            return lambda: len(f.members["a"].partitions) == 12
+
         for fleet in fleets.values():
             await fleet.start()
-            fleet.on_apply = lambda _m, f=fleet: double.extend(
-                str(tp) for tp, o in f.owners().items() if len(o) > 1
-            )
+            fleet.on_apply = check_exclusive(fleet)
             await fleet.join("a", [topic])
         for fleet in fleets.values():
-            await fleet.wait_for(lambda f=fleet: len(f.members["a"].partitions) == 12, 60)
+            await fleet.wait_for(holds_all(fleet), 60)
 
         # SIGKILL the leader of one group in the middle of a handoff
         victim_group = groups[0]
