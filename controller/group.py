@@ -25,7 +25,7 @@ from assignors import (
 from .handoff import Plan, Reconciler
 from .records import Presence
 
-REASONS = ("join", "leave", "subscription", "lag", "partitions")
+REASONS = ("join", "leave", "subscription", "lag", "partitions", "drain", "forced")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +93,10 @@ class GroupState:
         )
         self.reconciler.update_target(start.assignments, start.removed)
         self.presence: dict[str, Presence] = {}
+        #: Operator controls (HTTP admin API): a paused group publishes nothing; a drained
+        #: member keeps its presence but is given no partitions.
+        self.paused = False
+        self.drained: set[str] = set()
         #: member -> when it is declared gone unless it comes back.
         self.grace: dict[str, float] = {m: now + tuning.leave_grace for m in granted}
         self.lag: dict[TopicPartition, float] = {}
@@ -132,6 +136,9 @@ class GroupState:
         known = self._subscription(p.member)
         self.presence[p.member] = p
         self.grace.pop(p.member, None)
+        if p.member in self.drained:
+            self.reconciler.ack(p.member, p.generation)
+            return
         if known is None:
             self._enqueue(MemberJoined(p.member, topics), "join", now)
         elif known != topics:
@@ -140,9 +147,33 @@ class GroupState:
         if p.lag:
             self.on_lag({TopicPartition(t, q): v for t, q, v in p.lag}, now)
 
+    def drain(self, member: str, now: float) -> bool:
+        """Move every partition off ``member`` and keep it empty until ``undrain``. False
+        when the group has no such member."""
+        if member not in self.presence and not self._known(member):
+            return False
+        self.drained.add(member)
+        if self._known(member):
+            self._enqueue(MemberLeft(member), "drain", now, delay=0.0)
+        return True
+
+    def undrain(self, member: str, now: float) -> bool:
+        if member not in self.drained:
+            return False
+        self.drained.discard(member)
+        p = self.presence.get(member)
+        if p is not None:
+            self._enqueue(MemberJoined(member, frozenset(p.topics)), "join", now)
+        return True
+
+    def force_rebalance(self, now: float) -> None:
+        """Settle now (pending events included) with a fresh look at lag."""
+        self._enqueue(LagUpdated({}), "forced", now, delay=0.0)
+
     def on_gone(self, member: str, now: float) -> None:
         """Presence cleared without a clean leave (crash, Will, session expiry, restart)."""
         self.presence.pop(member, None)
+        self.drained.discard(member)
         if not self._known(member):
             return
         if self.tuning.leave_grace <= 0:
@@ -177,12 +208,17 @@ class GroupState:
     # ------------------------------------------------------------------ time
 
     def next_wakeup(self) -> float | None:
+        if self.paused:
+            return None
         times = [t for t in (self._due, self.reconciler.next_deadline()) if t is not None]
         times += self.grace.values()
         return min(times, default=None)
 
     def tick(self, now: float) -> tuple[Rebalance | None, Plan | None]:
-        """Run what is due: expired graces, a coalesced rebalance, and handoff progress."""
+        """Run what is due: expired graces, a coalesced rebalance, and handoff progress.
+        A paused group does none of it (events wait for ``paused = False``)."""
+        if self.paused:
+            return None, None
         for member, deadline in sorted(self.grace.items()):
             if deadline <= now:
                 del self.grace[member]

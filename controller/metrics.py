@@ -95,6 +95,12 @@ class Metrics:
         self.epoch = Gauge(
             "ballast_controller_epoch", "This controller's epoch per group.", ["group"], registry=r
         )
+        self.admin_requests = Counter(
+            "ballast_admin_requests_total",
+            "Mutating HTTP requests by action and outcome (ok, denied, disabled, not_found).",
+            ["action", "outcome"],
+            registry=r,
+        )
         self.leader = Gauge(
             "ballast_group_leader",
             "1 while this replica leads the group (groups come from the config: bounded).",

@@ -3,12 +3,9 @@ message naming what was wrong."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from controller.records import (
     MAX_PAYLOAD_BYTES,
@@ -90,31 +87,3 @@ def test_keys() -> None:
     for bad in (None, b"", b"nogroup", b"a/b/c", b"/m", b"\xff/x"):
         with pytest.raises(DecodeError):
             split_key(bad, "s")
-
-
-@settings(max_examples=500, deadline=None)
-@given(st.one_of(st.binary(max_size=300), st.text(max_size=300).map(str.encode)))
-def test_arbitrary_bytes_never_escape_as_anything_but_decode_error(payload: bytes) -> None:
-    for model in (Presence, Assignment, LagRecord):
-        with contextlib.suppress(DecodeError):
-            decode(model, payload, "fuzz")
-
-
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
-    max_leaves=20,
-)
-
-
-@settings(max_examples=500, deadline=None)
-@given(
-    st.dictionaries(
-        st.sampled_from([*GOOD_PRESENCE, "state", "lag", "rack", "x"]), json_values, max_size=8
-    )
-)
-def test_structured_garbage_is_rejected_cleanly(body: dict[str, object]) -> None:
-    with contextlib.suppress(DecodeError):
-        decode(Presence, json.dumps({**GOOD_PRESENCE, **body}).encode(), "fuzz")
