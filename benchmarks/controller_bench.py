@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from promscrape import scrape
 
 from controller import embedded
 from controller.simfleet import Fleet, SimMember
@@ -45,18 +46,6 @@ DELAY = 0.2
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def scrape(port: int) -> dict[str, float]:
-    """The daemon's metrics as {"name{labels}": value}."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            key, _, value = line.rpartition(" ")
-            out[key] = float(value)
-    return out
 
 
 def view(port: int, group: str) -> dict[str, Any]:

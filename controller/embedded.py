@@ -183,6 +183,21 @@ def durable_tansu(
     return broker
 
 
+def mosquitto(workdir: Path, port: int | None = None) -> BrokerProcess:
+    """Debian's Mosquitto, anonymous on loopback (faster than amqtt for big fleets)."""
+    port = port or free_port()
+    config = workdir / f"mosquitto-{port}.conf"
+    user = "root" if os.geteuid() == 0 else os.environ.get("USER", "nobody")
+    config.write_text(
+        f"user {user}\nlistener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+        "max_queued_messages 100000\n"
+    )
+    exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    return BrokerProcess(
+        "mosquitto", port, [exe, "-c", str(config)], workdir / f"mosquitto-{port}.log"
+    )
+
+
 def amqtt(workdir: Path, port: int | None = None) -> BrokerProcess:
     port = port or free_port()
     config = workdir / f"amqtt-{port}.yaml"

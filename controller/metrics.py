@@ -7,7 +7,9 @@ the input sources and the connection names. Per-member series exist only when
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import asyncio
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _HANDOFF_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -16,6 +18,12 @@ _HANDOFF_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = self.registry = registry or CollectorRegistry()
+        # process_cpu_seconds_total, process_resident_memory_bytes, open fds (soak checks)
+        ProcessCollector(registry=r)
+        self.tasks = Gauge(
+            "ballast_asyncio_tasks", "Asyncio tasks alive in the daemon (leak check).", registry=r
+        )
+        self.tasks.set_function(_task_count)
         self.members = Gauge(
             "ballast_group_members", "Live members per group.", ["group"], registry=r
         )
@@ -146,3 +154,10 @@ class Metrics:
             ["group", "member"],
             registry=r,
         )
+
+
+def _task_count() -> float:
+    try:
+        return float(len(asyncio.all_tasks()))
+    except RuntimeError:  # scraped from outside the loop's thread: no running loop
+        return 0.0

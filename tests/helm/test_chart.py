@@ -19,7 +19,7 @@ CHART = ROOT / "helm" / "ballast"
 VALUES = Path(__file__).parent / "values"
 HELM = ROOT / ".tools" / "bin" / "helm"
 K8S_VERSION = "1.31"
-GOOD = [None, "servicemonitor.yaml", "full.yaml"]
+GOOD = [None, "servicemonitor.yaml", "full.yaml", "ha.yaml"]
 BAD = {
     "bad-replicas.yaml": "replicaCount",
     "bad-group.yaml": "groups",
@@ -95,9 +95,17 @@ def test_restricted_pod_security_and_probes() -> None:
     }
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    env = container["env"][0]
-    assert env["valueFrom"]["secretKeyRef"] == {"name": "ballast-mqtt", "key": "password"}
-    assert "value" not in env
+    replica, secret = container["env"][0], container["env"][1]
+    assert replica["valueFrom"]["fieldRef"] == {"fieldPath": "metadata.name"}
+    assert secret["valueFrom"]["secretKeyRef"] == {"name": "ballast-mqtt", "key": "password"}
+    assert all("value" not in e for e in container["env"])
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+
+
+def test_ha_runs_several_replicas_with_rolling_updates() -> None:
+    deployment = next(d for d in render("ha.yaml") if d["kind"] == "Deployment")
+    assert deployment["spec"]["replicas"] == 3
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate"}
 
 
 def test_monitoring_objects_carry_release_labels_and_packaged_files() -> None:

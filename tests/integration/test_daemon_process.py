@@ -119,7 +119,7 @@ async def test_daemon_process_http_logs_kill_and_drain(
         epochs = {
             json.loads(line).get("epoch")
             for line in log.read_text().splitlines()
-            if '"group_recovered"' in line
+            if '"group_acquired"' in line
         }
         assert epochs == {1, 2}
     finally:

@@ -1,0 +1,276 @@
+"""Load and soak: the controller (its own process) against a simulated fleet under churn.
+
+Loopback only: Tansu, Mosquitto, ``ballast run`` and the fleet (real MQTT presence with
+Wills, real reading of the assignments topic) in this process. Churn mixes joins, clean
+leaves, crashes (Will) and lag swings (lag records for every partition), for a bounded
+time. Then it waits for the fleet to settle, runs ``ballast audit`` on the whole history
+and reports events/s, rebalance latency, controller CPU and memory.
+
+``--soak-minutes`` keeps a slower churn going and samples the controller's RSS, asyncio
+tasks and open fds every ``--sample`` seconds, to show they do not grow.
+
+    python benchmarks/load_soak.py --members 1000 --partitions 100000 --seconds 120
+    python benchmarks/load_soak.py --members 200 --partitions 20000 --soak-minutes 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from promscrape import scrape
+
+from controller import embedded
+from controller.audit import run_audit
+from controller.records import LagRecord, partition_key
+from controller.simfleet import Fleet
+
+GROUP = "load"
+
+
+def quantile(metrics: dict[str, float], name: str, q: float) -> float:
+    """From a Prometheus histogram's cumulative buckets (upper bound of the bucket)."""
+    buckets = sorted(
+        (float(k.split('le="')[1].split('"')[0]), v)
+        for k, v in metrics.items()
+        if k.startswith(f"{name}_bucket{{") and f'group="{GROUP}"' in k
+    )
+    total = buckets[-1][1] if buckets else 0
+    for bound, count in buckets:
+        if total and count >= q * total:
+            return bound
+    return float("nan")
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) * 1024
+    return out
+
+
+async def lag_swing(producer: AIOKafkaProducer, topics: list[str], per_topic: int) -> None:
+    """A reading for every partition; a few hot ones carry most of the lag."""
+    now = time.time()
+    futures = []
+    for t in topics:
+        for p in range(per_topic):
+            lag = int(random.paretovariate(1.3) * 100)
+            rec = LagRecord(group=GROUP, topic=t, partition=p, lag=lag, observed_at=now)
+            futures.append(
+                await producer.send("load.lag", rec.encode(), key=partition_key(GROUP, t, p))
+            )
+    await asyncio.gather(*futures)
+
+
+async def run(args: argparse.Namespace) -> dict[str, object]:
+    random.seed(7)
+    with tempfile.TemporaryDirectory(prefix="ballast-load-") as tmp:
+        work = Path(tmp)
+        with embedded.tansu(work).start() as kafka, embedded.mosquitto(work).start() as mqtt:
+            return await _run(args, work, kafka, mqtt)
+
+
+async def _run(
+    args: argparse.Namespace,
+    work: Path,
+    kafka: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+) -> dict[str, object]:
+    topics = [f"load-{i}" for i in range(args.topics)]
+    per_topic = args.partitions // args.topics
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
+    await admin.start()
+    await admin.create_topics([NewTopic(t, per_topic, 1) for t in topics])
+    await admin.create_topics(
+        [NewTopic("load.lag", 4, 1, topic_configs={"cleanup.policy": "compact"})]
+    )
+    await admin.close()
+    port = embedded.free_port()
+    config = work / "ballast.yaml"
+    config.write_text(
+        f"kafka: {{bootstrap_servers: '{kafka.address}', idempotent_producer: false}}\n"
+        f"mqtt: {{port: {mqtt.port}, keepalive: 5}}\n"
+        "rebalance: {delay: 500ms, leave_grace: 2s, handoff_timeout: 300s, min_lag: 100}\n"
+        "lag: {source: topic, topic: load.lag}\n"
+        f"groups: [{{name: {GROUP}}}]\n"
+        f"http: {{port: {port}}}\n"
+        "logging: {format: json, level: warning}\n"
+    )
+    log = Path(args.log_dir or work) / "daemon.log"
+    daemon = subprocess.Popen(
+        [str(Path(sys.executable).parent / "ballast"), "run", "--config", str(config)],
+        stderr=log.open("w"),
+    )
+    fleet = Fleet(kafka.address, mqtt.port, GROUP, keepalive=5)
+    producer = AIOKafkaProducer(bootstrap_servers=kafka.address, linger_ms=20)
+    result: dict[str, object] = {"members": args.members, "partitions": per_topic * args.topics}
+    try:
+        await embedded.wait_until_ready(port, 60, proc=daemon)
+        await fleet.start()
+        await producer.start()
+        started = time.monotonic()
+        names = [f"m{i:05d}" for i in range(args.members)]
+        total = per_topic * args.topics
+        for i in range(0, len(names), 100):  # waves, each settled before the next
+            await asyncio.gather(*(fleet.join(n, topics) for n in names[i : i + 100]))
+            await fleet.wait_for(lambda: _settled(fleet, total), timeout=1800)
+        result["initial_assignment_s"] = round(time.monotonic() - started, 1)
+
+        base = await asyncio.to_thread(scrape, port)
+        cpu0, t0 = base["process_cpu_seconds_total"], time.monotonic()
+        events = await churn(fleet, producer, topics, per_topic, args.seconds, args.rate)
+        wall = time.monotonic() - t0
+        settle_start = time.monotonic()
+        await fleet.wait_for(lambda: _settled(fleet, total), timeout=1800)
+        settle = time.monotonic() - settle_start
+        after = await asyncio.to_thread(scrape, port)
+        rebalances = sum(v for k, v in after.items() if k.startswith("ballast_rebalances_total{"))
+        rebalances -= sum(v for k, v in base.items() if k.startswith("ballast_rebalances_total{"))
+        result |= {
+            "churn_seconds": round(wall, 1),
+            "events": dict(events),
+            "membership_events_per_second": round(
+                (events["join"] + events["leave"] + events["crash"]) / wall, 2
+            ),
+            "lag_records_per_second": round(events["lag_records"] / wall, 1),
+            "rebalances": int(rebalances),
+            "rebalance_latency_p99_s_le": quantile(
+                after, "ballast_rebalance_latency_seconds", 0.99
+            ),
+            "rebalance_latency_p50_s_le": quantile(after, "ballast_rebalance_latency_seconds", 0.5),
+            "compute_p99_s_le": quantile(after, "ballast_rebalance_compute_seconds", 0.99),
+            "controller_cpu_cores": round((after["process_cpu_seconds_total"] - cpu0) / wall, 2),
+            "settle_after_churn_s": round(settle, 1),
+            **{k: v for k, v in proc_status(daemon.pid).items()},
+            "tasks": after.get("ballast_asyncio_tasks"),
+        }
+        if args.soak_minutes:
+            result["soak"] = await soak(fleet, producer, topics, per_topic, port, daemon.pid, args)
+            await fleet.wait_for(lambda: _settled(fleet, total), timeout=1800)
+        reports = await run_audit(kafka.address, "ballast.assignments", [GROUP], 3600.0)
+        result["audit"] = (
+            "clean" if reports and all(r.ok for r in reports) else [r.render() for r in reports]
+        )
+        result["double_owned"] = sum(1 for o in fleet.owners().values() if len(o) > 1)
+    finally:
+        await producer.stop()
+        await fleet.stop()
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(60)
+    return result
+
+
+def _settled(fleet: Fleet, total: int) -> bool:
+    owners = fleet.owners()
+    return len(owners) == total and all(len(o) == 1 for o in owners.values())
+
+
+async def churn(
+    fleet: Fleet,
+    producer: AIOKafkaProducer,
+    topics: list[str],
+    per_topic: int,
+    seconds: float,
+    rate: float,
+) -> dict[str, int]:
+    """``rate`` membership events per second (join / leave / crash), and a lag swing
+    for every partition every 5 s, for ``seconds``."""
+    counts = {"join": 0, "leave": 0, "crash": 0, "lag_records": 0}
+    next_id = len(fleet.members)
+    deadline = time.monotonic() + seconds
+    last_swing = 0.0
+    while time.monotonic() < deadline:
+        action = random.choice(("join", "leave", "crash"))
+        live = sorted(fleet.members)
+        if action == "join" or len(live) < 3:
+            await fleet.join(f"x{next_id:06d}", topics)
+            next_id += 1
+            counts["join"] += 1
+        elif action == "leave":
+            await fleet.leave(random.choice(live))
+            counts["leave"] += 1
+        else:
+            await fleet.crash(random.choice(live))
+            counts["crash"] += 1
+        if time.monotonic() - last_swing >= 5:
+            await lag_swing(producer, topics, per_topic)
+            counts["lag_records"] += len(topics) * per_topic
+            last_swing = time.monotonic()
+        await asyncio.sleep(1 / rate)
+    return counts
+
+
+async def soak(
+    fleet: Fleet,
+    producer: AIOKafkaProducer,
+    topics: list[str],
+    per_topic: int,
+    port: int,
+    pid: int,
+    args: argparse.Namespace,
+) -> dict[str, object]:
+    samples: list[Sample] = []
+    started = time.monotonic()
+    while time.monotonic() - started < args.soak_minutes * 60:
+        await churn(fleet, producer, topics, per_topic, args.sample, args.soak_rate)
+        m = await asyncio.to_thread(scrape, port)
+        sample = Sample(
+            t_s=round(time.monotonic() - started),
+            rss_mb=round(proc_status(pid)["VmRSS"] / 2**20, 1),
+            tasks=int(m.get("ballast_asyncio_tasks", -1)),
+            fds=int(m.get("process_open_fds", -1)),
+            members=len(fleet.members),
+        )
+        samples.append(sample)
+        print(json.dumps(sample._asdict()), file=sys.stderr, flush=True)
+    warm = [s for s in samples if s.t_s >= 120] or samples
+    return {
+        "minutes": args.soak_minutes,
+        "samples": [s._asdict() for s in samples],
+        "rss_mb_first_last_max": [warm[0].rss_mb, warm[-1].rss_mb, max(s.rss_mb for s in warm)],
+        "tasks_first_last_max": [warm[0].tasks, warm[-1].tasks, max(s.tasks for s in warm)],
+        "fds_first_last": [warm[0].fds, warm[-1].fds],
+    }
+
+
+class Sample(NamedTuple):
+    t_s: int
+    rss_mb: float
+    tasks: int
+    fds: int
+    members: int
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--members", type=int, default=1000)
+    parser.add_argument("--partitions", type=int, default=100_000)
+    parser.add_argument("--topics", type=int, default=10)
+    parser.add_argument("--seconds", type=float, default=120, help="churn phase length")
+    parser.add_argument("--rate", type=float, default=5, help="membership events per second")
+    parser.add_argument("--soak-minutes", type=float, default=0)
+    parser.add_argument("--soak-rate", type=float, default=1)
+    parser.add_argument("--sample", type=float, default=30, help="soak sampling period, s")
+    parser.add_argument("--log-dir", help="keep the daemon log here")
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(run(args)), indent=1))
+
+
+if __name__ == "__main__":
+    main()
