@@ -199,6 +199,8 @@ class RebalanceSettings(_Section):
     delay: Duration = 1.0
     leave_grace: Duration = 10.0
     handoff_timeout: PositiveDuration = 15.0
+    #: Acks arriving within this window are granted in one publication.
+    grant_batch: Annotated[float, BeforeValidator(_duration), Field(ge=0, le=1)] = 0.02
     trigger_ratio: Annotated[float, Field(ge=1)] = 1.25
     target_ratio: Annotated[float, Field(ge=1)] = 1.05
     max_moves: Annotated[int, Field(ge=0)] = 16

@@ -358,8 +358,12 @@ class Controller:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(g.wake.wait(), timeout)
             g.wake.clear()
-            while await self._step(g):
-                pass
+            # Acks that arrive together are granted together: one publication per
+            # ``grant_batch`` during a wave of acks, not one per ack.
+            while True:
+                await asyncio.sleep(self.cfg.rebalance.grant_batch)
+                if not await self._step(g):
+                    break
 
     async def _step(self, g: ManagedGroup) -> bool:
         """One tick; True when it published (another step may now be possible)."""

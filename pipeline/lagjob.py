@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,29 +38,16 @@ from .kafka_source import NAME as PYTHON_KAFKA
 from .progress import ProgressReporter
 from .session import session
 
-DECODED_SCHEMA = (
-    "group string, topic string, partition long, committed long, log_end long, "
-    "log_start long, sampled_at double, error string"
+OUTPUT_SCHEMA = (
+    "key string, value string, emit boolean, late long, duplicates long, invalid long, "
+    "first_invalid string"
 )
-OUTPUT_SCHEMA = "key string, value string, emit boolean, late long, duplicates long"
 #: Points as JSON ``[[t, log_end, committed, log_start], ...]``: array columns in the state
 #: schema fail to deserialize in the Python worker (PySpark 4.3).
 STATE_SCHEMA = "points string"
-_SAMPLE_FIELDS = ("group", "topic", "partition", "committed", "log_end", "log_start", "sampled_at")
-
-
-def decode_samples(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    """Kafka rows -> sample columns, or an ``error`` naming the record and the problem."""
-    for raw in batches:
-        cols: dict[str, list[Any]] = {f: [] for f in (*_SAMPLE_FIELDS, "error")}
-        for key, value, topic, part, offset in zip(
-            raw["key"], raw["value"], raw["topic"], raw["partition"], raw["offset"], strict=True
-        ):
-            s, error = _decode(key, value, f"{topic}[{part}]@{offset}")
-            for f in _SAMPLE_FIELDS:
-                cols[f].append(None if s is None else getattr(s, f))
-            cols["error"].append(error)
-        yield pd.DataFrame(cols)
+#: The watermark needs event time before the stateful step, so it is read in the JVM;
+#: a value without a usable one is rejected there with this reason.
+NO_EVENT_TIME = "no positive numeric sampled_at (not JSON, or the field is missing)"
 
 
 def _decode(
@@ -81,22 +67,16 @@ def _decode(
     return s, None
 
 
-def _column(values: Any) -> list[int | None]:
-    return [
-        None if v is None or (isinstance(v, float) and math.isnan(v)) else int(v) for v in values
-    ]
-
-
 def partition_updater(
     settings: PipelineSettings, reset: Literal["latest", "earliest"]
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
-    """The per-partition state function for ``applyInPandasWithState``."""
+    """The per-partition state function for ``applyInPandasWithState``, grouped by the
+    record key: it decodes and validates each sample (one Python pass for the batch)."""
 
     def update(
         key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: GroupState
     ) -> Iterator[pd.DataFrame]:
-        group, topic, partition = str(key[0]), str(key[1]), int(key[2])
-        record_key = partition_key(group, topic, partition).decode()
+        record_key = str(key[0])
         if state.hasTimedOut:
             state.remove()
             yield _out(record_key, None, emit=True)
@@ -106,52 +86,93 @@ def partition_updater(
             history = [lagmath.Point(*p) for p in json.loads(state.get[0])]
         watermark = state.getCurrentWatermarkMs() / 1000
         late = 0
+        errors: list[str] = []
         fresh: list[lagmath.Point] = []
+        sample: OffsetSample | None = None
+        raw_key = record_key.encode()
         for df in batches:
-            for t, e, c, s in zip(
-                df["sampled_at"],
-                _column(df["log_end"]),
-                _column(df["committed"]),
-                _column(df["log_start"]),
-                strict=True,
+            for value, topic, part, offset in zip(
+                df["value"], df["topic"], df["partition"], df["offset"], strict=True
             ):
-                if t < watermark:
+                decoded, error = _decode(raw_key, value, f"{topic}[{part}]@{offset}")
+                if decoded is None:
+                    errors.append(error or "")
+                elif decoded.sampled_at < watermark:
                     late += 1
                 else:
-                    fresh.append(lagmath.Point(float(t), int(e or 0), c, s))
+                    sample = decoded
+                    fresh.append(
+                        lagmath.Point(
+                            decoded.sampled_at,
+                            decoded.log_end,
+                            decoded.committed,
+                            decoded.log_start,
+                        )
+                    )
         merged = lagmath.merge(
             history, fresh, keep_seconds=settings.history, max_points=settings.max_points
         )
         accepted = len(fresh) - merged.duplicates
+        invalid, first_invalid = len(errors), min(errors, default=None)
         if not merged.points:
-            yield _out(record_key, None, emit=False, late=late)
+            yield _out(
+                record_key,
+                None,
+                emit=False,
+                late=late,
+                invalid=invalid,
+                first_invalid=first_invalid,
+            )
             return
         points = merged.points
         state.update((json.dumps(points),))
         state.setTimeoutTimestamp(int((points[-1].t + settings.age_out) * 1000))
         value = None
-        if accepted:
+        if accepted and sample is not None:
             est = lagmath.estimate(points, rate_window=settings.rate_window, reset=reset)
             value = LagRecord(
-                group=group,
-                topic=topic,
-                partition=partition,
+                group=sample.group,
+                topic=sample.topic,
+                partition=sample.partition,
                 lag=est.lag,
                 time_lag=est.time_lag,
                 produce_rate=est.produce_rate,
                 consume_rate=est.consume_rate,
                 observed_at=est.observed_at,
             ).model_dump_json()
-        yield _out(record_key, value, emit=bool(accepted), late=late, duplicates=merged.duplicates)
+        yield _out(
+            record_key,
+            value,
+            emit=value is not None,
+            late=late,
+            duplicates=merged.duplicates,
+            invalid=invalid,
+            first_invalid=first_invalid,
+        )
 
     return update
 
 
 def _out(
-    key: str, value: str | None, *, emit: bool, late: int = 0, duplicates: int = 0
+    key: str,
+    value: str | None,
+    *,
+    emit: bool,
+    late: int = 0,
+    duplicates: int = 0,
+    invalid: int = 0,
+    first_invalid: str | None = None,
 ) -> pd.DataFrame:
     return pd.DataFrame(
-        {"key": [key], "value": [value], "emit": [emit], "late": [late], "duplicates": [duplicates]}
+        {
+            "key": [key],
+            "value": [value],
+            "emit": [emit],
+            "late": [late],
+            "duplicates": [duplicates],
+            "invalid": [invalid],
+            "first_invalid": [first_invalid],
+        }
     )
 
 
@@ -163,26 +184,49 @@ def lag_records(
     raw: DataFrame, settings: PipelineSettings, reset: Literal["latest", "earliest"]
 ) -> DataFrame:
     """Kafka-shaped rows (key, value, topic, partition, offset) -> rows (key, value) for
-    the lag topic. Two observations report per micro-batch: ``samples`` (rows, invalid,
-    the first invalid one) and ``lag_records`` (records, tombstones, late, duplicates)."""
-    decoded = (
-        raw.select("key", "value", "topic", "partition", "offset")
-        .mapInPandas(decode_samples, DECODED_SCHEMA)
+    the lag topic. Two observations report per micro-batch: ``samples`` (rows, and those
+    without event time) and ``lag_records`` (records, tombstones, late, duplicates,
+    invalid and the first invalid one)."""
+    rows = (
+        raw.select(
+            F.col("key").cast("string").alias("key"),
+            "value",
+            "topic",
+            "partition",
+            "offset",
+            F.get_json_object(F.col("value").cast("string"), "$.sampled_at")
+            .cast("double")
+            .alias("sampled_at"),
+        )
+        .withColumn(
+            "event_time",
+            F.when(F.col("sampled_at") > 0, F.timestamp_seconds("sampled_at")),
+        )
         .observe(
             "samples",
             F.count(F.lit(1)).alias("rows"),
-            _count_if(F.col("error").isNotNull()).alias("invalid"),
-            F.min("error").alias("first_invalid"),
+            _count_if(F.col("event_time").isNull()).alias("invalid"),
+            F.min(
+                F.when(
+                    F.col("event_time").isNull(),
+                    F.concat_ws(
+                        "",
+                        "topic",
+                        F.lit("["),
+                        "partition",
+                        F.lit("]@"),
+                        "offset",
+                        F.lit(f": {NO_EVENT_TIME}"),
+                    ),
+                )
+            ).alias("first_invalid"),
         )
     )
-    valid = (
-        decoded.where(F.col("error").isNull())
-        .drop("error")
-        .withColumn("event_time", F.timestamp_seconds("sampled_at"))
-        .withWatermark("event_time", f"{int(settings.lateness * 1000)} milliseconds")
+    timed = rows.where(F.col("event_time").isNotNull() & F.col("key").isNotNull()).withWatermark(
+        "event_time", f"{int(settings.lateness * 1000)} milliseconds"
     )
     out = (
-        valid.groupBy("group", "topic", "partition")
+        timed.groupBy("key")
         .applyInPandasWithState(
             partition_updater(settings, reset),
             outputStructType=OUTPUT_SCHEMA,
@@ -196,6 +240,8 @@ def lag_records(
             _count_if(F.col("emit") & F.col("value").isNull()).alias("tombstones"),
             F.sum("late").alias("late"),
             F.sum("duplicates").alias("duplicates"),
+            F.sum("invalid").alias("invalid"),
+            F.min("first_invalid").alias("first_invalid"),
         )
     )
     return out.where("emit").select("key", "value")

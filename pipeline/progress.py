@@ -81,7 +81,8 @@ class ProgressReporter(StreamingQueryListener):
         samples, records = obs.get("samples"), obs.get("lag_records")
         m = self.metrics
         rows = _get(samples, "rows") or 0
-        invalid = _get(samples, "invalid") or 0
+        invalid = (_get(samples, "invalid") or 0) + (_get(records, "invalid") or 0)
+        firsts = [f for f in (_get(samples, "first_invalid"), _get(records, "first_invalid")) if f]
         late = (_get(records, "late") or 0) + sum(
             s.numRowsDroppedByWatermark for s in p.stateOperators
         )
@@ -98,7 +99,7 @@ class ProgressReporter(StreamingQueryListener):
                 "pipeline_invalid_samples",
                 batch=p.batchId,
                 count=invalid,
-                first=_get(samples, "first_invalid"),
+                first=min(firsts, default=None),
             )
         if rows:
             self.log.info(
