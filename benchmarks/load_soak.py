@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import NamedTuple
 
@@ -73,6 +74,8 @@ async def lag_swing(producer: AIOKafkaProducer, topics: list[str], per_topic: in
             futures.append(
                 await producer.send("load.lag", rec.encode(), key=partition_key(GROUP, t, p))
             )
+            if p % 500 == 0:
+                await asyncio.sleep(0)  # keep the members' MQTT keepalives flowing
     await asyncio.gather(*futures)
 
 
@@ -115,7 +118,7 @@ async def _run(
         [str(Path(sys.executable).parent / "ballast"), "run", "--config", str(config)],
         stderr=log.open("w"),
     )
-    fleet = Fleet(kafka.address, mqtt.port, GROUP, keepalive=5)
+    fleet = Fleet(kafka.address, mqtt.port, GROUP, keepalive=15)
     producer = AIOKafkaProducer(bootstrap_servers=kafka.address, linger_ms=20)
     result: dict[str, object] = {"members": args.members, "partitions": per_topic * args.topics}
     try:
@@ -135,7 +138,7 @@ async def _run(
         events = await churn(fleet, producer, topics, per_topic, args.seconds, args.rate)
         wall = time.monotonic() - t0
         settle_start = time.monotonic()
-        await fleet.wait_for(lambda: _settled(fleet, total), timeout=1800)
+        await fleet.wait_for(lambda: _controller_settled(port), timeout=1800)
         settle = time.monotonic() - settle_start
         after = await asyncio.to_thread(scrape, port)
         rebalances = sum(v for k, v in after.items() if k.startswith("ballast_rebalances_total{"))
@@ -160,7 +163,7 @@ async def _run(
         }
         if args.soak_minutes:
             result["soak"] = await soak(fleet, producer, topics, per_topic, port, daemon.pid, args)
-            await fleet.wait_for(lambda: _settled(fleet, total), timeout=1800)
+            await fleet.wait_for(lambda: _controller_settled(port), timeout=1800)
         reports = await run_audit(kafka.address, "ballast.assignments", [GROUP], 3600.0)
         result["audit"] = (
             "clean" if reports and all(r.ok for r in reports) else [r.render() for r in reports]
@@ -179,6 +182,14 @@ def _settled(fleet: Fleet, total: int) -> bool:
     return len(owners) == total and all(len(o) == 1 for o in owners.values())
 
 
+def _controller_settled(port: int) -> bool:
+    """The controller's own view: every partition granted, no handoff in flight."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/groups/{GROUP}", timeout=10) as r:
+        view = json.loads(r.read())
+    members = view["members"].values()
+    return not view["revoking"] and all(len(m["granted"]) == len(m["target"]) for m in members)
+
+
 async def churn(
     fleet: Fleet,
     producer: AIOKafkaProducer,
@@ -194,7 +205,8 @@ async def churn(
     deadline = time.monotonic() + seconds
     last_swing = 0.0
     while time.monotonic() < deadline:
-        action = random.choice(("join", "leave", "crash"))
+        # as many joins as departures: the fleet keeps its size
+        action = random.choice(("join", "join", "leave", "crash"))
         live = sorted(fleet.members)
         if action == "join" or len(live) < 3:
             await fleet.join(f"x{next_id:06d}", topics)

@@ -189,7 +189,12 @@ class Fleet:
             target = self.members.get(member)
             if target is not None and rec is not None and rec.generation > target.generation:
                 self._apply(target, rec)
-                await self.announce(target)
+                try:
+                    await self.announce(target)
+                except aiomqtt.MqttError:
+                    # This member's link died (its Will fired): like a crashed process,
+                    # it acks nothing more. The fleet reads on for the others.
+                    self.members.pop(target.name, None)
 
     def _apply(self, member: SimMember, rec: Assignment) -> None:
         member.generation = rec.generation
