@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import random
 import signal
@@ -38,6 +39,7 @@ from controller.records import LagRecord, partition_key
 from controller.simfleet import Fleet
 
 GROUP = "load"
+_NEW_IDS = itertools.count()
 
 
 def quantile(metrics: dict[str, float], name: str, q: float) -> float:
@@ -201,7 +203,6 @@ async def churn(
     """``rate`` membership events per second (join / leave / crash), and a lag swing
     for every partition every 5 s, for ``seconds``."""
     counts = {"join": 0, "leave": 0, "crash": 0, "lag_records": 0}
-    next_id = len(fleet.members)
     deadline = time.monotonic() + seconds
     last_swing = 0.0
     while time.monotonic() < deadline:
@@ -209,8 +210,7 @@ async def churn(
         action = random.choice(("join", "join", "leave", "crash"))
         live = sorted(fleet.members)
         if action == "join" or len(live) < 3:
-            await fleet.join(f"x{next_id:06d}", topics)
-            next_id += 1
+            await fleet.join(f"x{next(_NEW_IDS):06d}", topics)  # never reuse a member id
             counts["join"] += 1
         elif action == "leave":
             await fleet.leave(random.choice(live))
