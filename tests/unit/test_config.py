@@ -88,3 +88,56 @@ def test_check_config_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "groups" in capsys.readouterr().err
     assert main(["check-config", str(tmp_path / "missing.yaml")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_secrets_come_from_files_or_environment_and_never_print(tmp_path: Path) -> None:
+    (tmp_path / "kafka").write_text("k-secret-value\n")
+    (tmp_path / "token").write_text("t" * 20)
+    cfg_file = tmp_path / "b.yaml"
+    cfg_file.write_text(
+        "groups: [{name: g}]\n"
+        "kafka: {security_protocol: SASL_SSL, sasl_mechanism: SCRAM-SHA-512, "
+        f"sasl_username: u, sasl_password_file: {tmp_path / 'kafka'}}}\n"
+        f"http: {{admin_token_file: {tmp_path / 'token'}}}\n"
+    )
+    cfg = load_config(
+        cfg_file,
+        environ={"BALLAST_MQTT__USERNAME": "ctl", "BALLAST_MQTT__PASSWORD": "m-secret-value"},
+    )
+    assert cfg.kafka.sasl_password is not None
+    assert cfg.kafka.sasl_password.get_secret_value() == "k-secret-value"
+    assert cfg.mqtt.password is not None
+    assert cfg.mqtt.password.get_secret_value() == "m-secret-value"
+    shown = repr(cfg) + str(cfg.model_dump())
+    for secret in ("k-secret-value", "m-secret-value", "t" * 20):
+        assert secret not in shown
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "mentions"),
+    [
+        (
+            "kafka: {security_protocol: SASL_SSL}",
+            "needs sasl_mechanism, sasl_username and sasl_password",
+        ),
+        ("kafka: {sasl_mechanism: PLAIN}", "sasl_mechanism needs security_protocol"),
+        (
+            "kafka: {sasl_password: a, sasl_password_file: /x, security_protocol: SASL_SSL, sasl_mechanism: PLAIN, sasl_username: u}",
+            "not both",
+        ),
+        ("mqtt: {password: p}", "password needs username"),
+        ("mqtt: {ca_file: /x}", "need tls: true"),
+        ("http: {admin_token: short}", "at least 16 characters"),
+        ("ha: {heartbeat_interval: 3s, session_timeout: 6s}", "at most a third"),
+        ("ha: {transactional_id_prefix: t}", "needs ha.enabled"),
+        ("lag: {weight: time}", "needs source: topic"),
+        ("pipeline: {history: 10s, rate_window: 60s}", "history must be at least rate_window"),
+    ],
+)
+def test_security_ha_and_pipeline_settings_are_validated(
+    tmp_path: Path, yaml_text: str, mentions: str
+) -> None:
+    path = tmp_path / "b.yaml"
+    path.write_text("groups: [{name: g}]\n" + yaml_text + "\n")
+    with pytest.raises(InputError, match=mentions):
+        load_config(path, environ={})
