@@ -187,6 +187,11 @@ class Fleet:
                 self.epoch = rec.controller_epoch
             self._latest[member] = rec
             target = self.members.get(member)
+            if target is not None and rec is None:
+                # The controller declared it gone (e.g. its MQTT link dropped and the Will
+                # fired): hold nothing, as ManagedConsumer does on a tombstone.
+                target.partitions = frozenset()
+                continue
             if target is not None and rec is not None and rec.generation > target.generation:
                 self._apply(target, rec)
                 try:
