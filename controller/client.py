@@ -397,12 +397,9 @@ class ManagedConsumer:
     def _presence(self, state: Literal["active", "leaving"]) -> Presence:
         lag = None
         if self._report_lag and state == "active":
-            lag = []
-            for tp in sorted(self.assignment, key=_tp_key):
-                high = self.consumer.highwater(tp)
-                done = self._consumed.get(tp)
-                if high is not None and done is not None:
-                    lag.append((tp.topic, tp.partition, max(0, high - done)))
+            lag = [
+                (tp.topic, tp.partition, max(0, high - done)) for tp, high, done in self._progress()
+            ]
         return Presence(
             group=self.group,
             member=self.member,
@@ -458,23 +455,27 @@ class ManagedConsumer:
     def offset_samples(self, now: float) -> list[OffsetSample]:
         """Self-reports for the Spark lag job: for each held partition, the position this
         member has processed up to (as ``committed``) and the log end its last fetch saw."""
+        return [
+            OffsetSample(
+                group=self.group,
+                topic=tp.topic,
+                partition=tp.partition,
+                committed=min(done, high),
+                log_end=high,
+                sampled_at=now,
+                source="client",
+            )
+            for tp, high, done in self._progress()
+        ]
+
+    def _progress(self) -> list[tuple[KafkaTP, int, int]]:
+        """Held partitions with a known log end (from the last fetch) and a processed
+        position: (partition, log end, next offset to process)."""
         out = []
         for tp in sorted(self.assignment, key=_tp_key):
-            high = self.consumer.highwater(tp)
-            done = self._consumed.get(tp)
-            if high is None or done is None:
-                continue
-            out.append(
-                OffsetSample(
-                    group=self.group,
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    committed=min(done, high),
-                    log_end=high,
-                    sampled_at=now,
-                    source="client",
-                )
-            )
+            high, done = self.consumer.highwater(tp), self._consumed.get(tp)
+            if high is not None and done is not None:
+                out.append((tp, high, done))
         return out
 
     async def _sample_loop(self, topic: str) -> None:

@@ -16,7 +16,6 @@ from . import logs
 from .daemon import Controller
 
 log = logs.get("ballast.http")
-ACTIONS = ("pause", "resume", "rebalance", "drain", "undrain")
 
 
 def build_app(controller: Controller) -> web.Application:

@@ -7,6 +7,7 @@ takes the safe reading that is correct on both (see ``read_to_end``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
@@ -241,48 +242,36 @@ class AssignmentPublisher:
         records: Iterable[Outgoing],
         topics_of: Mapping[str, frozenset[str]],
     ) -> None:
-        if self._transactional:
-            async with self._producer.transaction():
-                await self._send(group, epoch, generation, records, topics_of)
-        else:
-            await self._send(group, epoch, generation, records, topics_of)
-
-    async def _send(
-        self,
-        group: str,
-        epoch: int,
-        generation: int,
-        records: Iterable[Outgoing],
-        topics_of: Mapping[str, frozenset[str]],
-    ) -> None:
-        now = time.time()
-        futures = []
-        for rec in records:
-            key = assignment_key(group, rec.member)
-            if rec.partitions is None:
-                value = None
-            else:
-                value = Assignment(
-                    group=group,
-                    member=rec.member,
-                    generation=generation,
-                    controller_epoch=epoch,
-                    partitions=[(tp.topic, tp.partition) for tp in sorted(rec.partitions)],
-                    revoking=[(tp.topic, tp.partition) for tp in sorted(rec.revoking)],
-                    topics=sorted(topics_of.get(rec.member, ())),
-                    issued_at=now,
-                ).encode()
-            # Headers date tombstones too (their value must stay null for compaction).
-            headers = [
-                (GENERATION_HEADER, str(generation).encode()),
-                (EPOCH_HEADER, str(epoch).encode()),
-            ]
-            futures.append(
-                await self._producer.send(
-                    self._cfg.assignments.name, value=value, key=key, headers=headers
+        scope = self._producer.transaction() if self._transactional else contextlib.nullcontext()
+        async with scope:
+            now = time.time()
+            futures = []
+            for rec in records:
+                key = assignment_key(group, rec.member)
+                if rec.partitions is None:
+                    value = None
+                else:
+                    value = Assignment(
+                        group=group,
+                        member=rec.member,
+                        generation=generation,
+                        controller_epoch=epoch,
+                        partitions=[(tp.topic, tp.partition) for tp in sorted(rec.partitions)],
+                        revoking=[(tp.topic, tp.partition) for tp in sorted(rec.revoking)],
+                        topics=sorted(topics_of.get(rec.member, ())),
+                        issued_at=now,
+                    ).encode()
+                # Headers date tombstones too (their value must stay null for compaction).
+                headers = [
+                    (GENERATION_HEADER, str(generation).encode()),
+                    (EPOCH_HEADER, str(epoch).encode()),
+                ]
+                futures.append(
+                    await self._producer.send(
+                        self._cfg.assignments.name, value=value, key=key, headers=headers
+                    )
                 )
-            )
-        await asyncio.gather(*futures)
+            await asyncio.gather(*futures)
 
 
 class OffsetReader:

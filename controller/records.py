@@ -208,6 +208,10 @@ def decode(model: type[R], payload: bytes | None, source: str) -> R:
         raise DecodeError(source, "empty payload where a record was expected")
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise DecodeError(source, f"payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES}")
+    try:  # the common case, parsed and validated in one pass (about 2x faster)
+        return model.model_validate_json(payload)
+    except ValidationError:
+        pass  # the path below explains what is wrong
     try:
         raw: Any = json.loads(payload)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +20,15 @@ from pyspark.sql import functions as F  # noqa: N812
 
 from controller.records import DecodeError, TraceEvent, decode
 
-from .traces import as_rows, replay
+from .traces import StepResult, as_rows, replay
 
 mpl.use("Agg")
 import matplotlib.pyplot as plt
 
-STEP_SCHEMA = (
-    "strategy string, group string, step int, t double, members int, partitions int, "
-    "moved int, valid boolean, count_spread int, max_member_lag long, lag_skew double, "
-    "lag_vs_bound double, "
-    "compute_seconds double, error string"
+_SPARK_TYPES = {"str": "string", "int": "long", "float": "double", "bool": "boolean"}
+#: ``StepResult`` as Spark DDL (one place for the schema), plus a rejected line's error.
+STEP_SCHEMA = ", ".join(
+    [*(f"{f.name} {_SPARK_TYPES[str(f.type)]}" for f in fields(StepResult)), "error string"]
 )
 _STEP_COLUMNS = [c.split()[0] for c in STEP_SCHEMA.split(", ")]
 

@@ -54,13 +54,9 @@ def _decode(
     key: bytes | None, value: bytes | None, where: str
 ) -> tuple[OffsetSample | None, str | None]:
     try:
-        # fast path (pydantic parses and validates in one pass); ``decode`` explains failures
-        s = OffsetSample.model_validate_json(value) if value else decode(OffsetSample, value, where)
-    except ValueError:
-        try:
-            s = decode(OffsetSample, value, where)
-        except DecodeError as exc:
-            return None, str(exc)
+        s = decode(OffsetSample, value, where)
+    except DecodeError as exc:
+        return None, str(exc)
     if key != partition_key(s.group, s.topic, s.partition):
         shown = key.decode(errors="replace") if key else None
         return None, f"{where}: key {shown!r} disagrees with the body"

@@ -4,8 +4,11 @@ at the end. Tests isolate themselves with unique group and topic names."""
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -74,3 +77,15 @@ def make_config(
         assert isinstance(value, dict)
         section.update(value)
     return Config.model_validate(raw)
+
+
+def start_daemon(
+    config: Path, log: Path, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``ballast run`` as its own process, stderr (the JSON log) appended to ``log``."""
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "ballast"), "run", "--config", str(config)],
+        stderr=log.open("ab"),
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )

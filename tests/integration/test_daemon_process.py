@@ -7,8 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -16,6 +14,8 @@ import pytest
 
 from controller import embedded
 from controller.simfleet import Fleet
+
+from .conftest import start_daemon
 
 pytestmark = pytest.mark.integration
 
@@ -34,13 +34,6 @@ http: {{host: 127.0.0.1, port: {port}}}
 metrics: {{per_member: true, per_member_cap: 2}}
 logging: {{format: json}}
 """
-    )
-
-
-def _start(config: Path, log: Path) -> subprocess.Popen[bytes]:
-    exe = Path(sys.executable).parent / "ballast"
-    return subprocess.Popen(
-        [str(exe), "run", "--config", str(config)], stderr=log.open("ab"), stdout=subprocess.DEVNULL
     )
 
 
@@ -63,7 +56,7 @@ async def test_daemon_process_http_logs_kill_and_drain(
     port = embedded.free_port()
     config, log = tmp_path / "ballast.yaml", tmp_path / "daemon.log"
     _write_config(config, kafka, mqtt, group, port)
-    proc = _start(config, log)
+    proc = start_daemon(config, log)
     fleet = Fleet(kafka.address, mqtt.port, group, keepalive=1)
     double: list[str] = []
     try:
@@ -108,7 +101,7 @@ async def test_daemon_process_http_logs_kill_and_drain(
         fleet.members["a"] = stuck
         # Restart: it recovers the granted state and finishes the handoff without ever
         # granting a partition that its old owner has not released.
-        proc = _start(config, log)
+        proc = start_daemon(config, log)
         await embedded.wait_until_ready(port, proc=proc)
         await fleet.catch_up(stuck)  # it applies its revoke late, after the restart
         await fleet.wait_for(

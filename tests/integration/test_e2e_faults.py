@@ -26,6 +26,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from controller import embedded
 from controller.audit import run_audit
 
+from .conftest import start_daemon
+
 pytestmark = pytest.mark.integration
 
 BIN = Path(sys.executable).parent / "ballast"
@@ -73,10 +75,7 @@ class Cluster:
         await self.settled(len(workers))
 
     def start_controller(self) -> None:
-        self.controller = subprocess.Popen(
-            [str(BIN), "run", "--config", str(self.config)],
-            stderr=(self.tmp / "controller.log").open("ab"),
-        )
+        self.controller = start_daemon(self.config, self.tmp / "controller.log")
 
     def start_worker(self, name: str, *, restart: bool = False) -> None:
         argv = [

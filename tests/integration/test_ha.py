@@ -9,7 +9,6 @@ import asyncio
 import re
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -21,6 +20,8 @@ from controller import embedded
 from controller.audit import run_audit
 from controller.election import shard_of
 from controller.simfleet import Fleet, SimMember
+
+from .conftest import start_daemon
 
 pytestmark = pytest.mark.integration
 
@@ -82,17 +83,12 @@ async def test_three_replicas_share_groups_and_survive_kill_and_pause(
 ) -> None:
     run = tmp_path.name[-12:].replace("_", "-")
     groups = [f"ha-{run}-{i:02d}" for i in range(GROUPS)]
-    exe = Path(sys.executable).parent / "ballast"
     ports = {r: embedded.free_port() for r in ("r0", "r1", "r2")}
     procs: dict[str, subprocess.Popen[bytes]] = {}
     for replica, port in ports.items():
         cfg = tmp_path / f"{replica}.yaml"
         _config(cfg, kafka, mqtt, groups, port, replica, run)
-        procs[replica] = subprocess.Popen(
-            [str(exe), "run", "--config", str(cfg)],
-            stderr=(tmp_path / f"{replica}.log").open("ab"),
-            stdout=subprocess.DEVNULL,
-        )
+        procs[replica] = start_daemon(cfg, tmp_path / f"{replica}.log")
     fleets = {
         g: Fleet(kafka.address, mqtt.port, g, keepalive=1, assignments_topic=f"assignments-{run}")
         for g in groups

@@ -13,7 +13,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -26,6 +25,8 @@ import pytest
 from controller import embedded
 from controller.client import ManagedConsumer
 from controller.membership import MqttAuth
+
+from .conftest import start_daemon
 
 pytestmark = pytest.mark.integration
 
@@ -213,13 +214,7 @@ http: {{host: 127.0.0.1, port: {port}}}
 logging: {{format: json, level: debug}}
 """)
     log = tmp_path / "daemon.log"
-    env = {**os.environ, "BALLAST_HTTP__ADMIN_TOKEN": ADMIN_TOKEN}
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "ballast"), "run", "--config", str(config)],
-        stderr=log.open("ab"),
-        stdout=subprocess.DEVNULL,
-        env=env,
-    )
+    proc = start_daemon(config, log, {"BALLAST_HTTP__ADMIN_TOKEN": ADMIN_TOKEN})
     members: dict[str, ManagedConsumer] = {}
     answers: list[bytes] = []
     try:
