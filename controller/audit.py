@@ -1,13 +1,15 @@
 """``ballast audit``: check the design invariants against the history of the assignments
 topic (the full log, read from the beginning, before compaction removes anything).
 
-Checks, per group, replaying records in publication order, i.e. by (generation, epoch):
+The audit reads the log the way members do (``fencing``): a record below its
+partition's fence floor, or one that does not beat its key's current record, is listed
+and not applied. The records that count are replayed in publication order, i.e. by
+(epoch, generation), and checked per group:
 
-* **exclusive**: a partition is never granted to a member while another member's latest
+* **exclusive**: a partition is never granted to a member while another member's current
   record still grants it (revoke before grant, invariant 1);
-* **monotonic**: within one controller epoch, generations never go back;
-* **fenced**: records from an epoch older than one already seen are reported. A client
-  ignores them, so they are listed, not failed, unless they would grant a partition;
+* **monotonic**: within one controller epoch, generations never go back in a partition
+  (one writer per epoch, invariant 4);
 * **covered**: in the final state every partition of the subscribed topics is granted,
   and no partition stayed ungranted for longer than ``window`` seconds (by ``issued_at``).
 """
@@ -19,7 +21,8 @@ from dataclasses import dataclass, field
 
 from assignors import TopicPartition
 
-from .records import LoggedRecord
+from .fencing import AssignmentView, Order, Verdict
+from .records import Logged, LoggedFence, LoggedRecord
 
 
 @dataclass
@@ -48,52 +51,49 @@ class Report:
 
 def audit_group(
     group: str,
-    logged: Iterable[LoggedRecord],
+    logged: Iterable[Logged],
     partitions_per_topic: Mapping[str, int],
     window: float,
 ) -> Report:
     report = Report(group)
-    mine = [r for r in logged if r.group == group]
-    report.records = len(mine)
-    # A tombstone's generation comes from its headers; without them (another writer), it
-    # takes the generation of the record it follows (same key, same partition, in order).
-    ordered: list[tuple[int, int, int, LoggedRecord]] = []
-    last_gen: dict[str, tuple[int, int]] = {}
-    # Monotonic generations: checked in log order, where a regression is visible.
+    view = AssignmentView()
+    counted: list[tuple[Order, LoggedRecord]] = []
     log_last: dict[tuple[int, int], int] = {}
-    for r in sorted(mine, key=lambda r: (r.partition, r.offset)):
-        if r.record is not None:
-            last_gen[r.member] = (r.record.generation, r.record.controller_epoch)
-            slot = (r.partition, r.record.controller_epoch)
-            if r.record.generation < log_last.get(slot, -1):
-                report.violations.append(
-                    f"{r.member}@{r.partition}:{r.offset}: generation {r.record.generation} "
-                    f"after {log_last[slot]} in epoch {r.record.controller_epoch}"
-                )
-            log_last[slot] = max(r.record.generation, log_last.get(slot, -1))
-        gen, epoch = last_gen.get(r.member, (0, 0))
-        if r.record is None and r.generation is not None and r.epoch is not None:
-            gen, epoch = r.generation, r.epoch
-        # Within one publication a departed member's tombstone frees what others are
-        # granted, so tombstones replay first.
-        ordered.append((gen, epoch, 1 if r.record is not None else 0, r))
-    ordered.sort(key=lambda e: (e[0], e[1], e[2], e[3].member))
-    report.generations = len({g for g, _, _, _ in ordered})
+    for r in sorted((e for e in logged if e.group == group), key=lambda e: (e.partition, e.offset)):
+        if isinstance(r, LoggedFence):
+            view.add(r)
+            continue
+        report.records += 1
+        key = (group, r.member)
+        order = view.order_of(r, view.floor.get((group, r.partition), -1), view.order.get(key))
+        verdict = view.add(r)
+        where = f"{r.member}@{r.partition}:{r.offset} epoch {order[0]} gen {order[1]}"
+        if verdict is Verdict.FENCED:
+            report.fenced.append(f"{where}: below the fence")
+            continue
+        slot = (r.partition, order[0])
+        if order[1] < log_last.get(slot, -1):
+            report.violations.append(
+                f"{where}: generation {order[1]} after {log_last[slot]} in epoch {order[0]}"
+            )
+        log_last[slot] = max(order[1], log_last.get(slot, -1))
+        if verdict is Verdict.STALE:
+            report.fenced.append(f"{where}: not newer than the key's current record")
+            continue
+        counted.append((order, r))
+    # Publication order; within one publication a tombstone frees before grants replay.
+    counted.sort(key=lambda e: (e[0][0], e[0][1], -e[0][2], e[1].member))
+    report.generations = len({(o[0], o[1]) for o, _ in counted})
 
     granted: dict[str, frozenset[TopicPartition]] = {}
     owner: dict[TopicPartition, str] = {}
-    max_epoch = -1
     ungranted_since: dict[TopicPartition, float] = {}
     now = 0.0
-    for gen, epoch, _, r in ordered:
+    for order, r in counted:
         rec = r.record
-        where = f"{r.member}@{r.partition}:{r.offset} gen {gen}"
+        where = f"{r.member}@{r.partition}:{r.offset} epoch {order[0]} gen {order[1]}"
         if rec is not None:
             now = max(now, rec.issued_at)
-            if epoch < max_epoch:
-                report.fenced.append(f"{where} epoch {epoch} < {max_epoch}")
-                continue
-            max_epoch = epoch
         old = granted.get(r.member, frozenset())
         new = rec.held() if rec is not None else frozenset()
         for tp in old - new:
@@ -114,7 +114,7 @@ def audit_group(
             granted.pop(r.member, None)
         else:
             granted[r.member] = new
-    subscribed = {t for rec in (r.record for _, _, _, r in ordered) if rec for t in rec.topics}
+    subscribed = {t for _, r in counted if r.record for t in r.record.topics}
     if granted:
         for topic in sorted(subscribed):
             for p in range(partitions_per_topic.get(topic, 0)):
@@ -137,7 +137,9 @@ async def run_audit(
 
     logged = await read_assignment_log({"bootstrap_servers": bootstrap}, topic, "ballast-audit")
     names = sorted(groups or {r.group for r in logged})
-    topics = sorted({t for r in logged if r.record for t in r.record.topics})
+    topics = sorted(
+        {t for r in logged if isinstance(r, LoggedRecord) and r.record for t in r.record.topics}
+    )
     counts: dict[str, int] = {}
     if topics:
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="ballast-audit")

@@ -34,18 +34,19 @@ from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
 
 from . import logs
-from .kafka_io import EPOCH_HEADER, GENERATION_HEADER
+from .fencing import AssignmentView, Verdict
+from .kafka_io import log_entry
 from .membership import MqttAuth, member_client
 from .records import (
     Assignment,
-    DecodeError,
+    LoggedFence,
+    LoggedRecord,
     OffsetSample,
     Presence,
     assignment_key,
-    decode,
+    fence_key,
     partition_key,
     presence_topic,
-    split_key,
 )
 
 log = logs.get("ballast.client")
@@ -112,6 +113,9 @@ class ManagedConsumer:
         self._sample_producer: AIOKafkaProducer | None = None
         self._instance = uuid.uuid4().hex[:16]
         self._key = assignment_key(group, member)
+        self._fence_key = fence_key(group)
+        #: The fencing rule applied to our partition of the assignments topic.
+        self._view = AssignmentView()
         self.consumer = AIOKafkaConsumer(
             **self._kafka,
             group_id=commit_group or group,  # commits only: it never subscribes
@@ -342,42 +346,34 @@ class ManagedConsumer:
             self._consider(msg)
 
     def _consider(self, msg: ConsumerRecord) -> None:
-        if msg.key != self._key:
+        if msg.key not in (self._key, self._fence_key):
             return
-        source = f"{msg.topic}[{msg.partition}]@{msg.offset}"
-        try:
-            split_key(msg.key, source)
-            rec = (
-                self._tombstone(msg) if msg.value is None else decode(Assignment, msg.value, source)
+        entry = log_entry(msg, lambda why: log.warning("invalid_assignment_record", reason=why))
+        if entry is None or entry.group != self.group:
+            return
+        verdict = self._view.add(entry)
+        if verdict is Verdict.FENCED:
+            log.warning(
+                "fenced_record_ignored", member=self.member, offset=msg.offset, current=self.epoch
             )
-        except DecodeError as exc:
-            log.warning("invalid_assignment_record", reason=str(exc))
+        if isinstance(entry, LoggedFence):
+            self.epoch = max(self.epoch, entry.epoch)
+        if verdict is not Verdict.CURRENT or not isinstance(entry, LoggedRecord):
             return
-        if rec.controller_epoch < self.epoch:
-            log.warning("fenced_record_ignored", epoch=rec.controller_epoch, current=self.epoch)
-            return
-        latest = self._pending.generation if self._pending else self.generation
-        if rec.controller_epoch == self.epoch and rec.generation <= latest:
-            return
-        self.epoch = rec.controller_epoch
-        self._pending = rec
-        self._pending_since = time.monotonic()
-        self._changed.set()
-
-    def _tombstone(self, msg: ConsumerRecord) -> Assignment:
-        """Our tombstone: we were removed. It means "hold nothing", dated by its headers
-        (without them: the current generation and epoch)."""
-        headers = dict(msg.headers or ())
-        return Assignment(
+        epoch, generation, _ = self._view.order[(self.group, self.member)]
+        # Our tombstone: we were removed, so hold nothing.
+        rec = entry.record or Assignment(
             group=self.group,
             member=self.member,
-            generation=int(
-                headers.get(GENERATION_HEADER, self.generation if self.generation >= 0 else 0)
-            ),
-            controller_epoch=int(headers.get(EPOCH_HEADER, max(self.epoch, 0))),
+            generation=generation,
+            controller_epoch=epoch,
             partitions=[],
             issued_at=0.0,
         )
+        self.epoch = max(self.epoch, epoch)
+        self._pending = rec
+        self._pending_since = time.monotonic()
+        self._changed.set()
 
     async def _watchdog(self) -> None:
         """Apply a pending change if the application has not polled for revoke_timeout."""

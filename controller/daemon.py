@@ -1,10 +1,13 @@
 """The controller daemon: the I/O around ``GroupState``.
 
-Start-up: make sure the assignments topic is compacted, read it to the end, rebuild every
-group's grants and generation, take ``controller_epoch = last + 1``, and only then report
-ready. Then membership and lag observations feed each group's state; a task per group
-wakes on observations or deadlines, ticks the state and publishes what it plans, retrying
-until the broker accepts (nothing is granted before it is durably written).
+Taking a group (at start-up, or a shard won in the election): read the assignments topic,
+take an epoch (from the election's register with HA, else above the log's highest),
+write a fence marker to every partition, read the topic again up to those markers, and
+rebuild the group from the records that count (``fencing``). Then membership and lag
+observations feed each group's state; a task per group wakes on observations or
+deadlines, ticks the state and publishes what it plans, retrying until the broker
+accepts (nothing is granted before it is durably written). A group task that fails is
+counted, and the group is rebuilt from the log within the same tenure.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer
@@ -24,18 +26,19 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from assignors import TopicPartition
 
-from . import logs
+from . import faultpoints, logs
 from .config import Config
 from .election import ShardElection, shard_of
+from .fencing import AssignmentView
 from .group import GroupState, Rebalance, Recovered, RejectedError
-from .handoff import Outgoing, Plan
+from .handoff import Plan
 from .kafka_io import (
+    AssignmentLog,
     AssignmentPublisher,
     OffsetReader,
     SamplePublisher,
     client_options,
     ensure_compacted_topic,
-    load_assignments,
 )
 from .membership import KafkaHeartbeats, MqttPresence, Sink
 from .metrics import Metrics
@@ -64,7 +67,10 @@ class Controller:
         self._recorder = TraceRecorder(record) if record else None
         self.metrics = metrics or Metrics()
         self.groups: dict[str, ManagedGroup] = {}
-        self.ready = False
+        self._started = False
+        #: Groups whose task failed and that are being rebuilt (not ready meanwhile).
+        self._rebuilding: set[str] = set()
+        self._log = AssignmentLog(cfg, on_invalid=lambda why: self._invalid("assignment", why))
         self._tasks: list[asyncio.Task[None]] = []
         self._publisher = AssignmentPublisher(cfg)
         self._samples = (
@@ -113,7 +119,7 @@ class Controller:
             await self.election.start()
             self._spawn(self.election.run, "election")
         else:
-            await self._acquire([g.name for g in cfg.groups])
+            await self._acquire([g.name for g in cfg.groups], shard=None)
         self._spawn(self._membership.run, "membership")
         self._spawn(self._metadata_loop, "metadata")
         if cfg.lag.source == "poll" or self._samples is not None:
@@ -124,11 +130,18 @@ class Controller:
             self._spawn(self._lag_topic_loop, "lag-topic")
         if isinstance(self._membership, MqttPresence):
             await asyncio.wait_for(self._membership.connected.wait(), timeout=30)
-        self.ready = True
-        self.metrics.ready.set(1)
+        self._started = True
+        self._show_ready()
         log.info("ready", groups=sorted(self.groups), replica=self.replica, ha=cfg.ha.enabled)
 
     # ------------------------------------------------------------------ leadership
+
+    @property
+    def ready(self) -> bool:
+        return self._started and not self._stopping and not self._rebuilding
+
+    def _show_ready(self) -> None:
+        self.metrics.ready.set(1 if self.ready else 0)
 
     async def _acquire_shards(self, shards: frozenset[int]) -> None:
         n = self.cfg.ha.shards
@@ -145,12 +158,14 @@ class Controller:
                     )
                     return
                 self._shard_publishers[shard] = publisher
-        names = [g.name for g in self.cfg.groups if shard_of(g.name, n) in shards]
-        log.info("shards_acquired", shards=sorted(shards), groups=len(names))
-        self.metrics.leadership_changes.labels("acquired").inc(len(names))
-        await self._acquire(names)
+        for shard in sorted(shards):
+            names = [g.name for g in self.cfg.groups if shard_of(g.name, n) == shard]
+            log.info("shards_acquired", shards=[shard], groups=len(names))
+            self.metrics.leadership_changes.labels("acquired").inc(len(names))
+            await self._acquire(names, shard)
 
     async def _release_shards(self, shards: frozenset[int]) -> None:
+        faultpoints.reached("release.before_cancel")
         n = self.cfg.ha.shards
         names = [name for name in self.groups if shard_of(name, n) in shards]
         log.info("shards_released", shards=sorted(shards), groups=len(names))
@@ -173,71 +188,128 @@ class Controller:
         self.failure = reason
         self.failed.set()
 
-    async def _acquire(self, names: list[str]) -> None:
-        """Lead these groups: rebuild each from the assignments topic (read to its end),
-        take ``controller_epoch = last + 1``, replay the presence already heard, start."""
-        cfg = self.cfg
-        stored = await load_assignments(
-            cfg, on_invalid=lambda why: self._invalid("assignment", why)
-        )
-        now = time.monotonic()
+    async def _acquire(self, names: list[str], shard: int | None) -> None:
+        """Lead these groups (docs/fencing.md): read the log, take an epoch no other
+        tenure has, fence every partition of the topic, read up to the fences, rebuild."""
+        names = [name for name in names if name not in self.groups]
+        if not names:
+            return
+        view = await self._log.catch_up()
+        faultpoints.reached("acquire.after_read")
+        floor = max((view.max_epoch.get(name, 0) for name in names), default=0)
+        if self.election is not None and shard is not None:
+            epoch = await self.election.claim_epoch(shard, floor)
+            if epoch is None:
+                log.warning("acquire_refused", shard=shard, groups=len(names))
+                return
+        else:
+            epoch = floor + 1
+        faultpoints.reached("acquire.before_fence")
+        if not await self._fence(names, epoch, shard):
+            log.warning("acquire_refused", shard=shard, groups=len(names))
+            return
+        view = await self._log.catch_up()
         for name in names:
-            if name in self.groups:
-                continue
-            g = cfg.group(name)
-            granted: dict[str, frozenset[TopicPartition]] = {}
-            topics: dict[str, frozenset[str]] = {}
-            releasing: dict[TopicPartition, tuple[str, int]] = {}
-            generation = epoch = 0
-            for (group, member), s in stored.items():
-                if group == name and s.epoch is not None:
-                    epoch = max(epoch, s.epoch)
-                if group != name or s.record is None:
-                    continue
-                granted[member] = s.record.held()
-                topics[member] = frozenset(s.record.topics)
-                for tp in s.record.releasing():
-                    releasing[tp] = (member, s.record.generation)
-                generation = max(generation, s.record.generation)
-                epoch = max(epoch, s.record.controller_epoch)
-            reader = OffsetReader(cfg, g.offsets_group)
+            g = self.cfg.group(name)
+            reader = OffsetReader(self.cfg, g.offsets_group)
             await reader.start()
             self._readers[name] = reader
-            counts = await reader.partition_counts({t for ts in topics.values() for t in ts})
-            recovered = Recovered(generation, epoch, granted, topics, releasing)
-            state = GroupState(
-                name, cfg.rebalance.tuning(cfg.lag.smoothing), counts, recovered, now
-            )
-            managed = ManagedGroup(name, state, epoch + 1)
-            if cfg.ha.enabled:
-                # Every member learns the new epoch at once, so a write the deposed
-                # leader might still squeeze in is ignored by everyone.
-                await self._publish_fence(managed)
-            for p in self._heard.get(name, {}).values():
-                with contextlib.suppress(RejectedError):
-                    state.on_presence(p, now)
-            if isinstance(self._membership, KafkaHeartbeats):
-                for member in granted:
-                    self._membership.expect(name, member)
+            managed = await self._rebuild(name, view, epoch)
             self.groups[name] = managed
-            if self._recorder is not None:
-                self._recorder.attach(state)
             self._group_tasks[name] = asyncio.create_task(
-                self._guard(partial(self._group_loop, managed), f"group-{name}"),
-                name=f"group-{name}",
+                self._supervise(name), name=f"group-{name}"
             )
             self.metrics.leader.labels(name).set(1)
-            self.metrics.epoch.labels(name).set(epoch + 1)
-            self.metrics.generation.labels(name).set(generation)
+            self.metrics.epoch.labels(name).set(epoch)
+            self.metrics.generation.labels(name).set(managed.state.reconciler.generation)
             log.info(
                 "group_acquired",
                 group=name,
-                members=len(granted),
-                generation=generation,
-                epoch=epoch + 1,
+                members=len(managed.state.reconciler.granted),
+                generation=managed.state.reconciler.generation,
+                epoch=epoch,
                 replica=self.replica,
             )
         self._metadata_wake.set()
+
+    async def _fence(self, names: list[str], epoch: int, shard: int | None) -> bool:
+        """Fence markers for every group, retried until written; False once deposed."""
+        for name in names:
+            backoff = 0.1
+            while True:
+                if not await self._still_leader(shard):
+                    return False
+                try:
+                    await self._publisher_for(name).publish_fence(name, epoch, self.replica)
+                    break
+                except Exception as exc:
+                    self.metrics.publish_errors.inc()
+                    log.warning("fence_failed", group=name, error=repr(exc), retry_in=backoff)
+                    if self._stopping:
+                        return False
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 5.0)
+        return True
+
+    async def _still_leader(self, shard: int | None) -> bool:
+        """Without HA there is no one to ask; with HA, the coordinator (``confirm``)."""
+        return self.election is None or shard is None or await self.election.confirm(shard)
+
+    async def _rebuild(self, name: str, view: AssignmentView, epoch: int) -> ManagedGroup:
+        """The group's state from the records that count, with what presence was heard."""
+        records = {
+            member: (view.order[(name, member)], logged.record)
+            for member, logged in view.group_records(name).items()
+        }
+        recovered, conflicts = Recovered.from_records(
+            records, max(view.max_generation.get(name, 0), 0), epoch, _state_clock
+        )
+        for detail in conflicts:
+            self.metrics.recovery_conflicts.labels(name).inc()
+            log.warning("recovery_conflict", group=name, detail=detail)
+        topics = {t for ts in recovered.topics.values() for t in ts}
+        counts = await self._readers[name].partition_counts(topics)
+        now = time.monotonic()
+        state = GroupState(
+            name, self.cfg.rebalance.tuning(self.cfg.lag.smoothing), counts, recovered, now
+        )
+        for p in self._heard.get(name, {}).values():
+            with contextlib.suppress(RejectedError):
+                state.on_presence(p, now)
+        if isinstance(self._membership, KafkaHeartbeats):
+            for member in recovered.granted:
+                self._membership.expect(name, member)
+        if self._recorder is not None:
+            self._recorder.attach(state)
+        managed = ManagedGroup(name, state, epoch)
+        managed.wake.set()
+        return managed
+
+    async def _supervise(self, name: str) -> None:
+        """Run the group's loop; if it fails, count it and rebuild the group from the log
+        within the same tenure (same epoch: this replica still leads it)."""
+        while True:
+            try:
+                await self._group_loop(self.groups[name])
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.metrics.task_failures.labels("group").inc()
+                log.error("task_failed", task=f"group-{name}", error=repr(exc))
+                self._rebuilding.add(name)
+                self._show_ready()
+                try:
+                    await asyncio.sleep(1.0)
+                    # Whatever the failed loop handed the producer lands before we read.
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(self._publisher_for(name).flush(), 10)
+                    epoch = self.groups[name].epoch
+                    self.groups[name] = await self._rebuild(name, await self._log.catch_up(), epoch)
+                    log.info("group_rebuilt", group=name, epoch=epoch)
+                finally:
+                    self._rebuilding.discard(name)
+                    self._show_ready()
 
     async def _release(self, names: list[str]) -> None:
         """Stop leading these groups at once: no further publication."""
@@ -256,25 +328,10 @@ class Controller:
             if group is not None:
                 log.info("group_released", group=name, epoch=group.epoch, replica=self.replica)
 
-    async def _publish_fence(self, g: ManagedGroup) -> None:
-        r = g.state.reconciler
-        releasing: dict[str, set[TopicPartition]] = {}
-        for tp, rel in r.releasing.items():
-            releasing.setdefault(rel.member, set()).add(tp)
-        records = [
-            Outgoing(member, held, frozenset(releasing.get(member, ())))
-            for member, held in sorted(r.granted.items())
-        ]
-        if records:
-            await self._publisher_for(g.name).publish(
-                g.name, g.epoch, r.generation, records, g.state.engine.members
-            )
-
     async def stop(self) -> None:
         """Drain: let in-flight publications finish, then stop every task and client."""
         self._stopping = True
-        self.ready = False
-        self.metrics.ready.set(0)
+        self._show_ready()
         if self.election is not None:
             # Leave the election first: another replica takes over without waiting for
             # this one's session to time out. Revocation stops the group loops.
@@ -293,8 +350,13 @@ class Controller:
             _, stuck = await asyncio.wait(tasks, timeout=5)
             for task in stuck:
                 log.warning("task_did_not_stop", task=task.get_name())
-        clients: list[AssignmentPublisher | OffsetReader | SamplePublisher]
-        clients = [self._publisher, *self._shard_publishers.values(), *self._readers.values()]
+        clients: list[AssignmentPublisher | OffsetReader | SamplePublisher | AssignmentLog]
+        clients = [
+            self._publisher,
+            *self._shard_publishers.values(),
+            *self._readers.values(),
+            self._log,
+        ]
         if self._samples is not None:
             clients.append(self._samples)
         for closing in (c.stop() for c in clients):
@@ -318,6 +380,7 @@ class Controller:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                self.metrics.task_failures.labels(name).inc()
                 log.error("task_failed", task=name, error=repr(exc))
                 await asyncio.sleep(1.0)
 
@@ -395,9 +458,7 @@ class Controller:
     async def _publish(self, g: ManagedGroup, plan: Plan) -> None:
         backoff = 0.1
         while True:
-            if self.election is not None and not await self.election.confirm(
-                shard_of(g.name, self.cfg.ha.shards)
-            ):
+            if not await self._still_leader(shard_of(g.name, self.cfg.ha.shards)):
                 # Deposed (e.g. paused past the session timeout): write nothing; the
                 # revocation that follows stops this group's loop.
                 self.metrics.fenced_publications.labels(g.name).inc()
@@ -405,9 +466,15 @@ class Controller:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
+            faultpoints.reached("publish.after_confirm")
             try:
                 await self._publisher_for(g.name).publish(
-                    g.name, g.epoch, plan.generation, plan.records, g.state.engine.members
+                    g.name,
+                    g.epoch,
+                    plan.generation,
+                    plan.records,
+                    g.state.engine.members,
+                    wall_clock=_wall_clock,
                 )
                 self.metrics.connected.labels("kafka").set(1)
                 return
@@ -639,6 +706,15 @@ class Controller:
                 "lag_skew": _skew(member_lag),
             },
         }
+
+
+def _state_clock(unix: float) -> float:
+    """A Unix time from a record on the monotonic clock the group state runs on."""
+    return time.monotonic() + (unix - time.time())
+
+
+def _wall_clock(mono: float) -> float:
+    return time.time() + (mono - time.monotonic())
 
 
 def _subscribed(members: dict[str, frozenset[str]]) -> set[str]:

@@ -22,8 +22,9 @@ from assignors import (
     TopicPartition,
 )
 
+from .fencing import Order
 from .handoff import Plan, Reconciler
-from .records import Presence
+from .records import Assignment, Presence
 
 REASONS = ("join", "leave", "subscription", "lag", "partitions", "drain", "forced")
 
@@ -62,6 +63,58 @@ class Recovered:
     topics: Mapping[str, frozenset[str]]
     #: Handoffs in flight when the previous controller stopped: partition -> (owner, gen).
     releasing: Mapping[TopicPartition, tuple[str, int]] = field(default_factory=dict)
+    #: Members recorded as absent, and since when (state clock): their grace goes on.
+    absent: Mapping[str, float] = field(default_factory=dict)
+    #: Members whose record on the log claims more than ``granted`` gives them: their
+    #: record is written again at once.
+    stale: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_records(
+        cls,
+        records: Mapping[str, tuple[Order, Assignment | None]],
+        generation: int,
+        epoch: int,
+        to_state_clock: Callable[[float], float],
+    ) -> tuple[Recovered, list[str]]:
+        """The state the current records show (``fencing.AssignmentView``), made
+        consistent whatever they hold: a partition claimed by two members stays with the
+        newer record (by epoch, then generation), and the loser's record is rewritten.
+        Returns the state and one line per conflict resolved."""
+        newest_first = sorted(
+            ((order, m, rec) for m, (order, rec) in records.items() if rec is not None),
+            key=lambda e: (e[0], e[1]),
+            reverse=True,
+        )
+        owner: dict[TopicPartition, str] = {}
+        granted: dict[str, frozenset[TopicPartition]] = {}
+        topics: dict[str, frozenset[str]] = {}
+        absent: dict[str, float] = {}
+        stale: set[str] = set()
+        notes: list[str] = []
+        for _, member, rec in newest_first:
+            keep = set()
+            for tp in sorted(rec.held()):
+                if tp in owner:
+                    stale.add(member)
+                    notes.append(
+                        f"{tp.topic}-{tp.partition}: {member} (generation {rec.generation}) "
+                        f"and {owner[tp]} both hold it; the newer record, {owner[tp]}'s, keeps it"
+                    )
+                    continue
+                owner[tp] = member
+                keep.add(tp)
+            granted[member] = frozenset(keep)
+            topics[member] = frozenset(rec.topics)
+            if rec.absent_since is not None:
+                absent[member] = to_state_clock(rec.absent_since)
+        releasing: dict[TopicPartition, tuple[str, int]] = {}
+        for _, member, rec in newest_first:
+            for tp in sorted(rec.releasing()):
+                if tp not in owner and tp not in releasing:
+                    releasing[tp] = (member, rec.generation)
+        state = cls(generation, epoch, granted, topics, releasing, absent, frozenset(stale))
+        return state, notes
 
 
 class GroupState:
@@ -89,16 +142,26 @@ class GroupState:
             generation=recovered.generation if recovered else 0,
             granted=granted,
             releasing=recovered.releasing if recovered else None,
+            absent=recovered.absent if recovered else None,
             now=now,
         )
+        for member in sorted(recovered.stale if recovered else ()):
+            self.reconciler.refresh(member)
         self.reconciler.update_target(start.assignments, start.removed)
         self.presence: dict[str, Presence] = {}
         #: Operator controls (HTTP admin API): a paused group publishes nothing; a drained
         #: member keeps its presence but is given no partitions.
         self.paused = False
         self.drained: set[str] = set()
-        #: member -> when it is declared gone unless it comes back.
-        self.grace: dict[str, float] = {m: now + tuning.leave_grace for m in granted}
+        #: member -> when it is declared gone unless it comes back. A recovered member
+        #: is absent until its presence is heard; since when is kept in its record, so
+        #: a takeover does not restart the clock.
+        self.grace: dict[str, float] = {}
+        recorded_absence = recovered.absent if recovered else {}
+        for m in granted:
+            since = min(now, recorded_absence.get(m, now))
+            self.grace[m] = since + tuning.leave_grace
+            self.reconciler.mark_absent(m, since)
         self.lag: dict[TopicPartition, float] = {}
         self._pending: list[Event] = []
         self._coalesced: dict[str, frozenset[str] | None] = {}
@@ -136,6 +199,7 @@ class GroupState:
         known = self._subscription(p.member)
         self.presence[p.member] = p
         self.grace.pop(p.member, None)
+        self.reconciler.mark_present(p.member)
         if p.member in self.drained:
             self.reconciler.ack(p.member, p.generation)
             return
@@ -178,8 +242,9 @@ class GroupState:
             return
         if self.tuning.leave_grace <= 0:
             self._depart(member, now)
-        else:
-            self.grace.setdefault(member, now + self.tuning.leave_grace)
+        elif member not in self.grace:
+            self.grace[member] = now + self.tuning.leave_grace
+            self.reconciler.mark_absent(member, now)
 
     def on_lag(self, readings: Mapping[TopicPartition, int], now: float) -> None:
         """New lag readings; smoothed so that one noisy reading cannot trigger moves."""

@@ -10,6 +10,11 @@ dead). So no partition is ever granted to two members at once (design invariant 
 ``commit()`` makes a plan the granted state. The daemon commits a plan just before
 publishing it and retries publication until it lands, so no member ever sees a record the
 controller has not committed. The I/O around it is in ``controller.daemon``.
+
+A plan depends only on plans published before it, never on its own records: what a
+departed member held is granted by the plan after its tombstone, like a revoke. Any
+subset of one publication's records is therefore safe to act on, which is what makes a
+deposed leader's half-landed publication harmless (docs/fencing.md).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ class Outgoing:
     partitions: frozenset[TopicPartition] | None
     #: What the member still has to release (persisted so a restart can resume handoffs).
     revoking: frozenset[TopicPartition] = frozenset()
+    #: When the member's presence was lost (state clock), while it is in leave grace.
+    absent_since: float | None = None
 
 
 @dataclass(slots=True)
@@ -52,6 +59,7 @@ class Reconciler:
         generation: int = 0,
         granted: Mapping[str, Collection[TopicPartition]] | None = None,
         releasing: Mapping[TopicPartition, tuple[str, int]] | None = None,
+        absent: Mapping[str, float] | None = None,
         now: float = 0.0,
     ) -> None:
         self.handoff_timeout = handoff_timeout
@@ -77,6 +85,12 @@ class Reconciler:
         self._dirty: set[str] = set()
         self._departed: set[str] = set()
         self._waiting: dict[TopicPartition, str] = {}
+        #: Members whose record must be written again although their grant is unchanged.
+        self._refresh: set[str] = set()
+        #: ``absent_since`` as wanted, and as the member's latest record carries it.
+        self.absent: dict[str, float] = {}
+        self._published_absent: dict[str, float] = dict(absent or {})
+        self._absence_changed: set[str] = set()
 
     # ------------------------------------------------------------------ inputs
 
@@ -94,6 +108,20 @@ class Reconciler:
             if m in self.granted:
                 self._departed.add(m)
 
+    def refresh(self, member: str) -> None:
+        """Write ``member``'s record again in the next plan (e.g. its record on the log
+        claims more than it was recovered with)."""
+        if member in self.granted:
+            self._refresh.add(member)
+
+    def mark_absent(self, member: str, since: float) -> None:
+        self.absent[member] = since
+        self._absence_changed.add(member)
+
+    def mark_present(self, member: str) -> None:
+        self.absent.pop(member, None)
+        self._absence_changed.add(member)
+
     def ack(self, member: str, generation: int) -> None:
         if generation > self.acked.get(member, -1):
             self.acked[member] = generation
@@ -108,16 +136,19 @@ class Reconciler:
         records: list[Outgoing] = []
         owner = dict(self.owner)
         for m in sorted(self._departed):
+            # What it held stays owned until this tombstone is committed (see above).
             records.append(Outgoing(m, None))
-            for tp in self.granted.get(m, ()):
-                del owner[tp]
-                self._wake(tp)
         releases: dict[TopicPartition, Release] = {}
-        for m in sorted(self._dirty):
-            want = self.target.get(m)
+        refresh = self._refresh | {
+            m
+            for m in self._absence_changed
+            if m in self.granted and self.absent.get(m) != self._published_absent.get(m)
+        }
+        for m in sorted(self._dirty | (refresh - self._departed)):
+            have = self.granted.get(m)
+            want = self.target.get(m, have if m in refresh else None)
             if want is None:
                 continue
-            have = self.granted.get(m)
             held = have or frozenset()
             new = set(held & want)
             for tp in want - held:
@@ -127,12 +158,12 @@ class Reconciler:
                 else:
                     self._waiting[tp] = m
             grant = frozenset(new)
-            if grant != have:
+            if grant != have or m in refresh:
                 for tp in held - grant:
                     releases[tp] = Release(m, gen, now + self.handoff_timeout)
                     del owner[tp]
                 pending = set(self._releasing_of.get(m, ())) | (held - grant)
-                records.append(Outgoing(m, grant, frozenset(pending)))
+                records.append(Outgoing(m, grant, frozenset(pending), self.absent.get(m)))
         if not records:
             self._dirty.clear()
             return None
@@ -145,13 +176,22 @@ class Reconciler:
             for tp in old:
                 if self.owner.get(tp) == rec.member:
                     del self.owner[tp]
+            self._refresh.discard(rec.member)
             if rec.partitions is None:
                 self.granted.pop(rec.member, None)
                 self._departed.discard(rec.member)
                 self.acked.pop(rec.member, None)
+                self.absent.pop(rec.member, None)
+                self._published_absent.pop(rec.member, None)
+                for tp in sorted(old):
+                    self._wake(tp)  # free now: the next plan grants it
                 for tp in sorted(self._releasing_of.get(rec.member, ())):
                     self._drop_release(tp)  # it is gone: nothing of its is held any more
                 continue
+            if rec.absent_since is None:
+                self._published_absent.pop(rec.member, None)
+            else:
+                self._published_absent[rec.member] = rec.absent_since
             self.granted[rec.member] = rec.partitions
             for tp in rec.partitions:
                 self.owner[tp] = rec.member
@@ -161,6 +201,9 @@ class Reconciler:
             self._add_release(tp, rel)
         self.generation = plan.generation
         self._dirty = {m for m in self._dirty if self.granted.get(m) != self.target.get(m)}
+        self._absence_changed = {
+            m for m in self._absence_changed if self.absent.get(m) != self._published_absent.get(m)
+        }
 
     # ------------------------------------------------------------------ time and state
 
@@ -168,7 +211,7 @@ class Reconciler:
         return min((r.deadline for r in self.releasing.values()), default=None)
 
     def pending(self) -> bool:
-        return bool(self._dirty or self._departed)
+        return bool(self._dirty or self._departed or self._refresh or self._absence_changed)
 
     def revoking(self) -> int:
         return len(self.releasing)

@@ -22,14 +22,19 @@ from aiokafka.helpers import create_ssl_context
 from assignors import TopicPartition
 
 from .config import Config
+from .fencing import AssignmentView
 from .handoff import Outgoing
 from .records import (
     Assignment,
     DecodeError,
+    Fence,
+    Logged,
+    LoggedFence,
     LoggedRecord,
     OffsetSample,
     assignment_key,
     decode,
+    fence_key,
     partition_key,
     split_key,
 )
@@ -95,14 +100,21 @@ async def ensure_compacted_topic(
 async def read_to_end(
     consumer: AIOKafkaConsumer, tps: list[KafkaTP], idle: float = 0.3
 ) -> list[object]:
-    """Every record from the beginning to the current end of ``tps``.
+    """Every record from the beginning to the current end of ``tps``."""
+    consumer.assign(tps)
+    await consumer.seek_to_beginning(*tps)
+    return await catch_up(consumer, tps, idle)
+
+
+async def catch_up(
+    consumer: AIOKafkaConsumer, tps: list[KafkaTP], idle: float = 0.3
+) -> list[object]:
+    """Every record from the consumer's positions to the current end of ``tps``.
 
     The end is where both ListOffsets and the Fetch high watermark say it is: some brokers
     (Tansu 0.6) answer ListOffsets with the last batch's base offset + 1, so reading to
     that alone could stop inside the last batch.
     """
-    consumer.assign(tps)
-    await consumer.seek_to_beginning(*tps)
     ends = await consumer.end_offsets(tps)
     out: list[object] = []
     quiet_since: float | None = None
@@ -124,14 +136,41 @@ async def read_to_end(
             return out
 
 
-async def read_assignment_log(
-    connection: Mapping[str, Any],
-    topic: str,
-    client_id: str,
-    on_invalid: Callable[[str], None] | None = None,
-) -> list[LoggedRecord]:
-    """Every valid record of the assignments topic, in partition-offset order.
-    ``connection``: ``client_options(cfg)`` or at least ``bootstrap_servers``."""
+def log_entry(msg: Any, on_invalid: Callable[[str], None] | None = None) -> Logged | None:
+    """One message of the assignments topic as a log entry (a member's record, its
+    tombstone, or a fence marker); None, after ``on_invalid``, when it is malformed."""
+    source = f"{msg.topic}[{msg.partition}]@{msg.offset}"
+    try:
+        if msg.key and b"/" not in msg.key:
+            fence = decode(Fence, msg.value, source)
+            if fence.group.encode() != msg.key:
+                raise DecodeError(source, f"fence key {msg.key!r} disagrees with its body")
+            return LoggedFence(fence.group, fence.controller_epoch, msg.partition, msg.offset)
+        group, member = split_key(msg.key, source)
+        rec = None if msg.value is None else decode(Assignment, msg.value, source)
+    except DecodeError as exc:
+        if on_invalid:
+            on_invalid(str(exc))
+        return None
+    if rec is not None and (rec.group != group or rec.member != member):
+        if on_invalid:
+            on_invalid(f"{source}: key {group}/{member} disagrees with the record body")
+        return None
+    headers = dict(msg.headers or ())
+    return LoggedRecord(
+        group,
+        member,
+        rec,
+        msg.partition,
+        msg.offset,
+        _int_header(headers.get(GENERATION_HEADER)),
+        _int_header(headers.get(EPOCH_HEADER)),
+    )
+
+
+async def _assigned_reader(
+    connection: Mapping[str, Any], topic: str, client_id: str
+) -> tuple[AIOKafkaConsumer, list[KafkaTP]]:
     consumer = AIOKafkaConsumer(
         **connection,
         client_id=client_id,
@@ -139,40 +178,25 @@ async def read_assignment_log(
         auto_offset_reset="earliest",
     )
     await consumer.start()
+    partitions = consumer.partitions_for_topic(topic)
+    if partitions is None:
+        await consumer.topics()
+        partitions = consumer.partitions_for_topic(topic) or set()
+    return consumer, [KafkaTP(topic, p) for p in sorted(partitions)]
+
+
+async def read_assignment_log(
+    connection: Mapping[str, Any],
+    topic: str,
+    client_id: str,
+    on_invalid: Callable[[str], None] | None = None,
+) -> list[Logged]:
+    """Every valid entry of the assignments topic, in partition-offset order.
+    ``connection``: ``client_options(cfg)`` or at least ``bootstrap_servers``."""
+    consumer, tps = await _assigned_reader(connection, topic, client_id)
     try:
-        partitions = consumer.partitions_for_topic(topic)
-        if partitions is None:
-            await consumer.topics()
-            partitions = consumer.partitions_for_topic(topic) or set()
-        tps = [KafkaTP(topic, p) for p in sorted(partitions)]
-        out: list[LoggedRecord] = []
-        for msg in await read_to_end(consumer, tps):
-            source = f"{topic}[{msg.partition}]@{msg.offset}"  # type: ignore[attr-defined]
-            try:
-                group, member = split_key(msg.key, source)  # type: ignore[attr-defined]
-                value = msg.value  # type: ignore[attr-defined]
-                rec = None if value is None else decode(Assignment, value, source)
-            except DecodeError as exc:
-                if on_invalid:
-                    on_invalid(str(exc))
-                continue
-            if rec is not None and (rec.group != group or rec.member != member):
-                if on_invalid:
-                    on_invalid(f"{source}: key {group}/{member} disagrees with the record body")
-                continue
-            headers = dict(msg.headers or ())  # type: ignore[attr-defined]
-            out.append(
-                LoggedRecord(
-                    group,
-                    member,
-                    rec,
-                    msg.partition,  # type: ignore[attr-defined]
-                    msg.offset,  # type: ignore[attr-defined]
-                    _int_header(headers.get(GENERATION_HEADER)),
-                    _int_header(headers.get(EPOCH_HEADER)),
-                )
-            )
-        return out
+        entries = (log_entry(msg, on_invalid) for msg in await read_to_end(consumer, tps))
+        return [e for e in entries if e is not None]
     finally:
         await consumer.stop()
 
@@ -184,29 +208,38 @@ def _int_header(raw: bytes | None) -> int | None:
         return None
 
 
-async def load_assignments(
-    cfg: Config, on_invalid: Callable[[str], None] | None = None
-) -> dict[tuple[str, str], LoggedRecord]:
-    """Latest record per ``<group>/<member>`` key (tombstones included). A record from an
-    older controller epoch than the key's previous record does not win (invariant 4)."""
-    log = await read_assignment_log(
-        client_options(cfg),
-        cfg.assignments.name,
-        f"{cfg.kafka.client_id}-recovery",
-        on_invalid,
-    )
-    latest: dict[tuple[str, str], LoggedRecord] = {}
-    for entry in log:
-        prev = latest.get((entry.group, entry.member))
-        if (
-            entry.record is not None
-            and prev is not None
-            and prev.record is not None
-            and entry.record.controller_epoch < prev.record.controller_epoch
-        ):
-            continue
-        latest[(entry.group, entry.member)] = entry
-    return latest
+class AssignmentLog:
+    """The assignments topic read into an ``AssignmentView``, from the beginning once and
+    then incrementally: a takeover reads only what was written since the last one."""
+
+    def __init__(self, cfg: Config, on_invalid: Callable[[str], None] | None = None) -> None:
+        self._cfg = cfg
+        self._on_invalid = on_invalid
+        self.view = AssignmentView()
+        self._consumer: AIOKafkaConsumer | None = None
+        self._tps: list[KafkaTP] = []
+        self._lock = asyncio.Lock()
+
+    async def catch_up(self) -> AssignmentView:
+        """Read everything written up to now (our own acknowledged writes included)."""
+        async with self._lock:
+            if self._consumer is None:
+                self._consumer, self._tps = await _assigned_reader(
+                    client_options(self._cfg),
+                    self._cfg.assignments.name,
+                    f"{self._cfg.kafka.client_id}-recovery",
+                )
+                self._consumer.assign(self._tps)
+                await self._consumer.seek_to_beginning(*self._tps)
+            for msg in await catch_up(self._consumer, self._tps):
+                entry = log_entry(msg, self._on_invalid)
+                if entry is not None:
+                    self.view.add(entry)
+            return self.view
+
+    async def stop(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
 
 
 class AssignmentPublisher:
@@ -234,6 +267,25 @@ class AssignmentPublisher:
     async def stop(self) -> None:
         await self._producer.stop()
 
+    async def publish_fence(self, group: str, epoch: int, replica: str) -> None:
+        """A fence marker for ``group`` on every partition of the assignments topic."""
+        topic = self._cfg.assignments.name
+        value = Fence(
+            group=group, controller_epoch=epoch, replica=replica, issued_at=time.time()
+        ).encode()
+        scope = self._producer.transaction() if self._transactional else contextlib.nullcontext()
+        async with scope:
+            partitions = sorted(await self._producer.partitions_for(topic))
+            futures = [
+                await self._producer.send(topic, value, key=fence_key(group), partition=p)
+                for p in partitions
+            ]
+            await asyncio.gather(*futures)
+
+    async def flush(self) -> None:
+        """Until every record handed to the producer is acknowledged or failed."""
+        await self._producer.flush()
+
     async def publish(
         self,
         group: str,
@@ -241,7 +293,10 @@ class AssignmentPublisher:
         generation: int,
         records: Iterable[Outgoing],
         topics_of: Mapping[str, frozenset[str]],
+        *,
+        wall_clock: Callable[[float], float],
     ) -> None:
+        """``wall_clock`` turns the state clock of ``absent_since`` into Unix time."""
         scope = self._producer.transaction() if self._transactional else contextlib.nullcontext()
         async with scope:
             now = time.time()
@@ -260,6 +315,9 @@ class AssignmentPublisher:
                         revoking=[(tp.topic, tp.partition) for tp in sorted(rec.revoking)],
                         topics=sorted(topics_of.get(rec.member, ())),
                         issued_at=now,
+                        absent_since=(
+                            None if rec.absent_since is None else wall_clock(rec.absent_since)
+                        ),
                     ).encode()
                 # Headers date tombstones too (their value must stay null for compaction).
                 headers = [

@@ -127,6 +127,20 @@ class Metrics:
             ["group"],
             registry=r,
         )
+        self.task_failures = Counter(
+            "ballast_task_failures_total",
+            "Background tasks that failed and were restarted, by kind (a failed group task "
+            "is rebuilt from the assignments topic; the daemon is not ready meanwhile).",
+            ["task"],
+            registry=r,
+        )
+        self.recovery_conflicts = Counter(
+            "ballast_recovery_conflicts_total",
+            "Partitions that two current records granted at once, found while rebuilding a "
+            "group (kept by the newer record; the other record is rewritten).",
+            ["group"],
+            registry=r,
+        )
         self.invalid = Counter(
             "ballast_invalid_messages_total",
             "Rejected input messages by source (presence, heartbeat, lag, assignment).",

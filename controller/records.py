@@ -93,6 +93,9 @@ class Assignment(_Record):
     #: rebuild its state before presence arrives).
     topics: list[Name] = Field(default_factory=list)
     issued_at: float
+    #: Unix time the controller lost this member's presence (it is in leave grace). A
+    #: new leader counts the grace from here, so takeovers do not restart the clock.
+    absent_since: Annotated[float, Field(gt=0)] | None = None
 
     _check_partitions = field_validator("partitions", "revoking")(_sorted_unique)
 
@@ -101,6 +104,18 @@ class Assignment(_Record):
 
     def releasing(self) -> frozenset[TopicPartition]:
         return frozenset(TopicPartition(t, p) for t, p in self.revoking)
+
+
+class Fence(_Record):
+    """Value of key ``<group>`` (no ``/``), written by a new leader to *every* partition of
+    the assignments topic before anything else in its tenure. A reader of a partition then
+    ignores every later record of the group with a lower epoch (docs/fencing.md)."""
+
+    group: Name
+    controller_epoch: NonNegative
+    #: The replica that took the epoch, for people reading the log.
+    replica: Annotated[str, Field(max_length=255)] | None = None
+    issued_at: float
 
 
 class LagRecord(_Record):
@@ -199,6 +214,18 @@ class LoggedRecord:
     epoch: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class LoggedFence:
+    """A fence marker as it sits in the topic."""
+
+    group: str
+    epoch: int
+    partition: int
+    offset: int
+
+
+Logged = LoggedRecord | LoggedFence
+
 R = TypeVar("R", bound=_Record)
 
 
@@ -235,6 +262,11 @@ def assignment_key(group: str, member: str) -> bytes:
     return f"{group}/{member}".encode()
 
 
+def fence_key(group: str) -> bytes:
+    """Key of a group's fence markers: the group name alone (member keys have a ``/``)."""
+    return group.encode()
+
+
 def partition_key(group: str, topic: str, partition: int) -> bytes:
     """Key of lag records and offset samples: one per partition a group reads."""
     return f"{group}/{topic}/{partition}".encode()
@@ -258,6 +290,7 @@ def json_schemas() -> dict[str, dict[str, Any]]:
     return {
         "presence": Presence.model_json_schema(),
         "assignment": Assignment.model_json_schema(),
+        "fence": Fence.model_json_schema(),
         "lag": LagRecord.model_json_schema(),
         "offset_sample": OffsetSample.model_json_schema(),
         "trace_event": TraceEvent.model_json_schema(),

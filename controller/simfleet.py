@@ -18,8 +18,10 @@ from aiokafka import TopicPartition as KafkaTP
 
 from assignors import TopicPartition
 
+from .fencing import AssignmentView, Verdict
+from .kafka_io import log_entry
 from .membership import member_client
-from .records import Assignment, DecodeError, Presence, decode, presence_topic, split_key
+from .records import Assignment, LoggedFence, Presence, presence_topic
 
 
 @dataclass
@@ -51,7 +53,7 @@ class Fleet:
         self.prefix = prefix
         self.keepalive = keepalive
         self.members: dict[str, SimMember] = {}
-        self.epoch = -1
+        self._view = AssignmentView()
         self.on_apply: Callable[[SimMember], None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -174,17 +176,13 @@ class Fleet:
     async def _read(self) -> None:
         assert self._consumer is not None
         async for msg in self._consumer:
-            try:
-                group, member = split_key(msg.key, "assignments")
-                rec = None if msg.value is None else decode(Assignment, msg.value, "assignments")
-            except DecodeError:
+            entry = log_entry(msg)
+            if entry is None or entry.group != self.group:
                 continue
-            if group != self.group:
+            # Fenced and stale records are ignored, as every reader does (``fencing``).
+            if self._view.add(entry) is not Verdict.CURRENT or isinstance(entry, LoggedFence):
                 continue
-            if rec is not None:
-                if rec.controller_epoch < self.epoch:
-                    continue  # fenced: an older controller
-                self.epoch = rec.controller_epoch
+            member, rec = entry.member, entry.record
             self._latest[member] = rec
             target = self.members.get(member)
             if target is not None and rec is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from controller.audit import audit_group
-from controller.records import Assignment, LoggedRecord
+from controller.records import Assignment, Logged, LoggedFence, LoggedRecord
 
 PPT = {"t": 2}
 
@@ -73,7 +73,10 @@ def test_generation_going_back_within_an_epoch() -> None:
 
 
 def test_fenced_records_are_listed_and_not_applied() -> None:
-    log = [rec("a", 1, [0, 1], epoch=2), rec("b", 2, [0, 1], epoch=1)]
+    b = rec("b", 2, [0, 1], epoch=1)
+    # The epoch-2 leader fenced b's partition before the epoch-1 record landed there.
+    marker = LoggedFence("g", 2, partition=b.partition, offset=b.offset - 1)
+    log: list[Logged] = [rec("a", 1, [0, 1], epoch=2), marker, b]
     report = audit_group("g", log, PPT, window=5)
     assert report.ok
     assert len(report.fenced) == 1

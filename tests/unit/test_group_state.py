@@ -195,7 +195,13 @@ def test_restart_within_grace_moves_nothing() -> None:
     sim.group.on_presence(c.presence(), sim.now)
     sim.settle(TUNING.leave_grace + 5)
     assert {n: c.applied for n, c in sim.consumers.items()} == before
-    assert sim.group.reconciler.generation == generation
+    # Only b's record changed, to say since when it was absent and then that it is back
+    # (so that a takeover in between would not restart its grace): same partitions.
+    after = [r for p in sim.published if p.generation > generation for r in p.records]
+    assert [(r.member, r.partitions, r.absent_since is not None) for r in after] == [
+        ("b", before["b"], True),
+        ("b", before["b"], False),
+    ]
 
 
 def test_unresponsive_owner_is_declared_dead_after_handoff_timeout() -> None:
@@ -285,10 +291,16 @@ def test_recovered_member_that_never_returns_is_removed_after_grace() -> None:
         ),
         0.1,
     )
-    _, plan = group.tick(TUNING.leave_grace + TUNING.rebalance_delay + 0.1)
+    now = TUNING.leave_grace + TUNING.rebalance_delay + 0.1
+    _, plan = group.tick(now)
+    assert plan is not None
+    # b's partition is granted by the publication after its tombstone, never with it:
+    # a publication depends only on earlier ones (docs/fencing.md).
+    assert [(r.member, r.partitions) for r in plan.records] == [("b", None)]
+    group.reconciler.commit(plan)
+    _, plan = group.tick(now)
     assert plan is not None
     assert [(r.member, r.partitions) for r in plan.records] == [
-        ("b", None),
         ("a", frozenset({TopicPartition("orders", 0), TopicPartition("orders", 1)})),
     ]
 
