@@ -26,6 +26,7 @@ from pydantic import (
 
 from assignors import LagPolicy
 
+from . import faultpoints
 from .errors import InputError
 from .group import GroupTuning
 from .records import Name
@@ -335,7 +336,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     """``BALLAST_A__B=v`` -> ``{"a": {"b": v}}`` with ``v`` parsed as a YAML scalar."""
     out: dict[str, Any] = {}
     for key, raw in sorted(environ.items()):
-        if not key.startswith(ENV_PREFIX) or key == "BALLAST_CONFIG":
+        if not key.startswith(ENV_PREFIX) or key in ("BALLAST_CONFIG", faultpoints.ENV):
             continue
         path = [p.lower() for p in key[len(ENV_PREFIX) :].split("__")]
         try:

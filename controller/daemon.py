@@ -89,6 +89,9 @@ class Controller:
         #: Latest presence of every member of every configured group, led or not: a
         #: replica taking a group over starts from what the fleet already announced.
         self._heard: dict[str, dict[str, Presence]] = {}
+        #: When this replica saw members of every configured group leave (monotonic): a
+        #: takeover counts their grace from there, not from the takeover.
+        self._last_seen: dict[str, dict[str, float]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -276,6 +279,8 @@ class Controller:
         for p in self._heard.get(name, {}).values():
             with contextlib.suppress(RejectedError):
                 state.on_presence(p, now)
+        for member, since in self._last_seen.get(name, {}).items():
+            state.seen_absent(member, since)
         if isinstance(self._membership, KafkaHeartbeats):
             for member in recovered.granted:
                 self._membership.expect(name, member)
@@ -388,6 +393,7 @@ class Controller:
 
     def _seen(self, p: Presence) -> None:
         self._heard.setdefault(p.group, {})[p.member] = p
+        self._last_seen.get(p.group, {}).pop(p.member, None)
         g = self.groups.get(p.group)
         if g is None:
             return
@@ -401,11 +407,13 @@ class Controller:
             self._metadata_wake.set()
         g.wake.set()
 
-    def _gone(self, group: str, member: str) -> None:
+    def _gone(self, group: str, member: str, since: float | None) -> None:
         self._heard.get(group, {}).pop(member, None)
+        if since is not None:
+            self._last_seen.setdefault(group, {})[member] = since
         g = self.groups.get(group)
         if g is not None:
-            g.state.on_gone(member, time.monotonic())
+            g.state.on_gone(member, time.monotonic(), since)
             g.wake.set()
 
     def _invalid(self, source: str, reason: str) -> None:

@@ -20,6 +20,7 @@ leader's markers (docs/fencing.md).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import zlib
 from collections.abc import Awaitable, Callable
@@ -54,11 +55,15 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         self._e = election
 
     async def on_partitions_revoked(self, revoked: set[KafkaTP]) -> None:
+        self._e.settled.clear()  # publications wait for the new assignment
         if revoked:
             log.info("control_rebalance", shards=sorted(tp.partition for tp in revoked))
 
     async def on_partitions_assigned(self, assigned: set[KafkaTP]) -> None:
-        await self._e.assigned(frozenset(tp.partition for tp in assigned))
+        try:
+            await self._e.assigned(frozenset(tp.partition for tp in assigned))
+        finally:
+            self._e.settled.set()
 
 
 class ShardElection:
@@ -72,6 +77,9 @@ class ShardElection:
         self.owned: frozenset[int] = frozenset()
         #: shard -> the epoch this replica's tenure holds (committed in the register).
         self.epochs: dict[int, int] = {}
+        #: Clear while the control group rebalances: nobody knows yet who keeps what.
+        self.settled = asyncio.Event()
+        self.settled.set()
         ha = cfg.ha
         self._consumer = AIOKafkaConsumer(
             group_id=ha.election_group,
@@ -112,6 +120,7 @@ class ShardElection:
             for shard in lost:
                 self.epochs.pop(shard, None)
             await self.on_release(lost)
+        self.settled.set()  # what we keep is verified: its publications may go on
         gained = shards - self.owned
         if gained:
             self.owned |= gained
@@ -133,7 +142,12 @@ class ShardElection:
         return epoch
 
     async def confirm(self, shard: int) -> bool:
-        """Still the leader of ``shard``, as the coordinator sees it right now."""
+        """Still the leader of ``shard``, as the coordinator sees it right now (during a
+        control-group rebalance: once it is over, or False after a session timeout)."""
+        try:
+            await asyncio.wait_for(self.settled.wait(), self._cfg.ha.session_timeout)
+        except TimeoutError:
+            return False
         epoch = self.epochs.get(shard)
         return shard in self.owned and epoch is not None and await self._commit(shard, epoch)
 

@@ -157,11 +157,15 @@ class GroupState:
         #: is absent until its presence is heard; since when is kept in its record, so
         #: a takeover does not restart the clock.
         self.grace: dict[str, float] = {}
+        #: member -> (when it was last seen, when to write that into its record). A short
+        #: absence (a rolling restart) ends before it is recorded and costs no record.
+        self._unrecorded: dict[str, tuple[float, float]] = {}
         recorded_absence = recovered.absent if recovered else {}
         for m in granted:
             since = min(now, recorded_absence.get(m, now))
             self.grace[m] = since + tuning.leave_grace
-            self.reconciler.mark_absent(m, since)
+            if m not in recorded_absence:
+                self._unrecorded[m] = (since, now + tuning.leave_grace / 2)
         self.lag: dict[TopicPartition, float] = {}
         self._pending: list[Event] = []
         self._coalesced: dict[str, frozenset[str] | None] = {}
@@ -199,6 +203,7 @@ class GroupState:
         known = self._subscription(p.member)
         self.presence[p.member] = p
         self.grace.pop(p.member, None)
+        self._unrecorded.pop(p.member, None)
         self.reconciler.mark_present(p.member)
         if p.member in self.drained:
             self.reconciler.ack(p.member, p.generation)
@@ -234,17 +239,27 @@ class GroupState:
         """Settle now (pending events included) with a fresh look at lag."""
         self._enqueue(LagUpdated({}), "forced", now, delay=0.0)
 
-    def on_gone(self, member: str, now: float) -> None:
-        """Presence cleared without a clean leave (crash, Will, session expiry, restart)."""
+    def on_gone(self, member: str, now: float, since: float | None = None) -> None:
+        """Presence cleared without a clean leave (crash, Will, session expiry, restart);
+        ``since``: when it was last seen, if earlier than ``now``."""
         self.presence.pop(member, None)
         self.drained.discard(member)
         if not self._known(member):
             return
+        seen = now if since is None else min(since, now)
         if self.tuning.leave_grace <= 0:
             self._depart(member, now)
         elif member not in self.grace:
-            self.grace[member] = now + self.tuning.leave_grace
-            self.reconciler.mark_absent(member, now)
+            self.grace[member] = seen + self.tuning.leave_grace
+            self._unrecorded[member] = (seen, now + self.tuning.leave_grace / 2)
+
+    def seen_absent(self, member: str, since: float) -> None:
+        """Another source (this replica's own MQTT session) saw a recovered member leave
+        at ``since``: its grace counts from there."""
+        if member in self.grace and member not in self.presence:
+            self.grace[member] = min(self.grace[member], since + self.tuning.leave_grace)
+            if member in self._unrecorded:
+                self._unrecorded[member] = (since, self._unrecorded[member][1])
 
     def on_lag(self, readings: Mapping[TopicPartition, int], now: float) -> None:
         """New lag readings; smoothed so that one noisy reading cannot trigger moves."""
@@ -277,6 +292,7 @@ class GroupState:
             return None
         times = [t for t in (self._due, self.reconciler.next_deadline()) if t is not None]
         times += self.grace.values()
+        times += (at for _, at in self._unrecorded.values())
         return min(times, default=None)
 
     def tick(self, now: float) -> tuple[Rebalance | None, Plan | None]:
@@ -284,9 +300,14 @@ class GroupState:
         A paused group does none of it (events wait for ``paused = False``)."""
         if self.paused:
             return None, None
+        for member, (since, at) in sorted(self._unrecorded.items()):
+            if at <= now:
+                del self._unrecorded[member]
+                self.reconciler.mark_absent(member, since)
         for member, deadline in sorted(self.grace.items()):
             if deadline <= now:
                 del self.grace[member]
+                self._unrecorded.pop(member, None)
                 self._depart(member, deadline)
         rebalance = None
         if self._due is not None and self._due <= now:

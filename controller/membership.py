@@ -1,7 +1,9 @@
 """Membership sources. Both produce the same two observations for the daemon:
 
 * ``seen(presence)``: a valid presence message (join, update, ack or clean leave);
-* ``gone(group, member)``: the member's presence ended without a clean leave.
+* ``gone(group, member, since)``: the member's presence ended without a clean leave;
+  ``since`` is when it was last seen (monotonic clock), None when that is unknown (its
+  presence vanished while we were disconnected).
 
 MQTT: retained messages on ``<prefix>/<group>/members/<member>``; an empty retained message
 (the member's Will, or its own clear) means gone. Kafka: heartbeats keyed
@@ -28,7 +30,7 @@ from .records import DecodeError, Presence, decode, split_key
 log = logs.get("ballast.membership")
 
 Seen = Callable[[Presence], None]
-Gone = Callable[[str, str], None]
+Gone = Callable[[str, str, float | None], None]
 
 
 @dataclass
@@ -146,7 +148,7 @@ class MqttPresence:
         for group, member in sorted(self._live - heard):
             self._live.discard((group, member))
             log.info("presence_lost_while_disconnected", group=group, member=member)
-            self._sink.gone(group, member)
+            self._sink.gone(group, member, None)
 
     def _handle(self, topic: str, payload: bytes) -> tuple[str, str] | None:
         parts = topic.split("/")
@@ -158,7 +160,7 @@ class MqttPresence:
             return None  # another controller's group, or a retired one
         if not payload:
             self._live.discard((group, member))
-            self._sink.gone(group, member)
+            self._sink.gone(group, member, time.monotonic())
             return (group, member)
         try:
             p = decode(Presence, payload, topic)
@@ -247,4 +249,4 @@ class KafkaHeartbeats:
                 if now - last > timeout:
                     del self._last[(group, member)]
                     log.info("session_expired", group=group, member=member)
-                    self._sink.gone(group, member)
+                    self._sink.gone(group, member, last)

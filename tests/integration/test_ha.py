@@ -183,7 +183,9 @@ async def test_three_replicas_share_groups_and_survive_kill_and_pause(
         assert len(reports) == GROUPS
         for report in reports:
             assert report.ok, report.render()
-            assert report.fenced == [], report.render()
+            # A deposed leader's late write may land, but only behind its successor's
+            # fence, where nobody applies it (docs/fencing.md).
+            assert all("below the fence" in f for f in report.fenced), report.render()
         shards_of = {shard_of(g, SHARDS) for g in groups}
         assert len(shards_of) > 3
     finally:

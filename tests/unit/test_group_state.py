@@ -195,13 +195,23 @@ def test_restart_within_grace_moves_nothing() -> None:
     sim.group.on_presence(c.presence(), sim.now)
     sim.settle(TUNING.leave_grace + 5)
     assert {n: c.applied for n, c in sim.consumers.items()} == before
-    # Only b's record changed, to say since when it was absent and then that it is back
-    # (so that a takeover in between would not restart its grace): same partitions.
+    assert sim.group.reconciler.generation == generation
+
+
+def test_a_long_absence_is_recorded_so_a_takeover_keeps_the_clock() -> None:
+    sim = Sim(3)
+    for n in ("a", "b"):
+        sim.join(n, ["orders"])
+    sim.settle(6)
+    held = sim.consumers["b"].applied
+    generation = sim.group.reconciler.generation
+    sim.crash("b")
+    crashed_at = sim.now
+    sim.settle(TUNING.leave_grace / 2 + 0.5)
+    # Half-way through its grace, b's record says since when it has been absent
+    # (same partitions): a leader taking over now counts the grace from there.
     after = [r for p in sim.published if p.generation > generation for r in p.records]
-    assert [(r.member, r.partitions, r.absent_since is not None) for r in after] == [
-        ("b", before["b"], True),
-        ("b", before["b"], False),
-    ]
+    assert [(r.member, r.partitions, r.absent_since) for r in after] == [("b", held, crashed_at)]
 
 
 def test_unresponsive_owner_is_declared_dead_after_handoff_timeout() -> None:
