@@ -116,7 +116,9 @@ class Recorder:
         self.gone: list[tuple[str, str]] = []
 
     def sink(self) -> Sink:
-        return Sink(self.seen.append, lambda g, m: self.gone.append((g, m)), frozenset({"g"}))
+        return Sink(
+            self.seen.append, lambda g, m, _since: self.gone.append((g, m)), frozenset({"g"})
+        )
 
 
 def _cfg() -> Config:
