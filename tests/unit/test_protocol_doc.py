@@ -15,5 +15,6 @@ def test_protocol_doc_schemas_match_the_code() -> None:
     blocks = [json.loads(b) for b in re.findall(r"```json\n(.*?)\n```", DOC.read_text(), re.S)]
     schemas = json_schemas()
     assert blocks == [
-        schemas[k] for k in ("assignment", "presence", "lag", "offset_sample", "trace_event")
+        schemas[k]
+        for k in ("assignment", "fence", "presence", "lag", "offset_sample", "trace_event")
     ], "docs/protocol.md is stale: run `python scripts/update_protocol_doc.py`"
