@@ -202,14 +202,12 @@ class Controller:
         floor = max((view.max_epoch.get(name, 0) for name in names), default=0)
         if self.election is not None and shard is not None:
             epoch = await self.election.claim_epoch(shard, floor)
-            if epoch is None:
-                log.warning("acquire_refused", shard=shard, groups=len(names))
-                return
         else:
             epoch = floor + 1
         faultpoints.reached("acquire.before_fence")
-        if not await self._fence(names, epoch, shard):
+        if epoch is None or not await self._fence(names, epoch, shard):
             log.warning("acquire_refused", shard=shard, groups=len(names))
+            self._retry_acquire(names, shard)
             return
         view = await self._log.catch_up()
         for name in names:
@@ -234,6 +232,17 @@ class Controller:
                 replica=self.replica,
             )
         self._metadata_wake.set()
+
+    def _retry_acquire(self, names: list[str], shard: int | None) -> None:
+        """A refusal can be passing (coordinator moving): try again while the election
+        still gives us the shard. Deposed for good, the next rebalance releases it."""
+
+        async def retry() -> None:
+            await asyncio.sleep(1.0)
+            if self.election is not None and shard in self.election.owned:
+                await self._acquire(names, shard)
+
+        self._spawn(retry, "acquire-retry")
 
     async def _fence(self, names: list[str], epoch: int, shard: int | None) -> bool:
         """Fence markers for every group, retried until written; False once deposed."""
@@ -305,16 +314,28 @@ class Controller:
                 self._rebuilding.add(name)
                 self._show_ready()
                 try:
-                    await asyncio.sleep(1.0)
-                    # Whatever the failed loop handed the producer lands before we read.
-                    with contextlib.suppress(Exception):
-                        await asyncio.wait_for(self._publisher_for(name).flush(), 10)
-                    epoch = self.groups[name].epoch
-                    self.groups[name] = await self._rebuild(name, await self._log.catch_up(), epoch)
-                    log.info("group_rebuilt", group=name, epoch=epoch)
+                    await self._rebuild_until_done(name)
                 finally:
                     self._rebuilding.discard(name)
                     self._show_ready()
+
+    async def _rebuild_until_done(self, name: str) -> None:
+        """Rebuild a failed group from the log, retrying (counted) until it works."""
+        backoff = 1.0
+        while True:
+            await asyncio.sleep(backoff)
+            try:
+                # Whatever the failed loop handed the producer lands before we read.
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self._publisher_for(name).flush(), 10)
+                epoch = self.groups[name].epoch
+                self.groups[name] = await self._rebuild(name, await self._log.catch_up(), epoch)
+                log.info("group_rebuilt", group=name, epoch=epoch)
+                return
+            except Exception as exc:
+                self.metrics.task_failures.labels("group").inc()
+                log.error("group_rebuild_failed", group=name, error=repr(exc), retry_in=backoff)
+                backoff = min(backoff * 2, 30.0)
 
     async def _release(self, names: list[str]) -> None:
         """Stop leading these groups at once: no further publication."""
@@ -374,6 +395,7 @@ class Controller:
         log.info("stopped")
 
     def _spawn(self, factory: Callable[[], Awaitable[None]], name: str) -> None:
+        self._tasks = [t for t in self._tasks if not t.done()]
         self._tasks.append(asyncio.create_task(self._guard(factory, name), name=name))
 
     async def _guard(self, factory: Callable[[], Awaitable[None]], name: str) -> None:

@@ -48,7 +48,7 @@ def shard_of(group: str, shards: int) -> int:
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
     """Eager revocation is not acted on: a shard this replica keeps in the next
-    generation goes on leading (``_assigned`` checks that nobody led it meanwhile).
+    generation goes on leading (``assigned`` checks that nobody led it meanwhile).
     Until then every publication still needs ``confirm``."""
 
     def __init__(self, election: ShardElection) -> None:

@@ -210,9 +210,6 @@ class Reconciler:
     def next_deadline(self) -> float | None:
         return min((r.deadline for r in self.releasing.values()), default=None)
 
-    def pending(self) -> bool:
-        return bool(self._dirty or self._departed or self._refresh or self._absence_changed)
-
     def revoking(self) -> int:
         return len(self.releasing)
 

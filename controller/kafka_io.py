@@ -229,9 +229,10 @@ class AssignmentLog:
                     self._cfg.assignments.name,
                     f"{self._cfg.kafka.client_id}-recovery",
                 )
-                self._consumer.assign(self._tps)
-                await self._consumer.seek_to_beginning(*self._tps)
-            for msg in await catch_up(self._consumer, self._tps):
+                messages = await read_to_end(self._consumer, self._tps)
+            else:
+                messages = await catch_up(self._consumer, self._tps)
+            for msg in messages:
                 entry = log_entry(msg, self._on_invalid)
                 if entry is not None:
                     self.view.add(entry)

@@ -193,7 +193,7 @@ logging: {{format: json}}
                 continue
         return None
 
-    def _reached_point(self, name: str) -> bool:
+    def reached_point(self, name: str) -> bool:
         start, _ = self._armed[name]
         with (self.workdir / f"{name}.log").open("rb") as f:
             f.seek(start)
@@ -287,7 +287,7 @@ logging: {{format: json}}
             proc = self.procs.get(name)
             if proc is None or proc.poll() is not None:
                 del self._armed[name]
-            elif self._reached_point(name):
+            elif self.reached_point(name):
                 del self._armed[name]
                 self._frozen[name] = now + hold
                 self.note("froze_at_point", target=name)
@@ -324,14 +324,14 @@ logging: {{format: json}}
                 self.thaw()
                 await asyncio.sleep(0.1)
         self.thaw(force=True)
-        for name in sorted(set(self.alive("r")) ^ {f"r{i}" for i in range(self.replicas)}):
+        for name in sorted({f"r{i}" for i in range(self.replicas)} - set(self.alive("r"))):
             self.start_replica(name)
         if not self.alive("w"):
             self.start_worker("w0")
         await asyncio.sleep(2)
         await self.stop_producing()
         produced = [str(i) for i in range(self.produced)]
-        drained = await self._drain(produced, 120)
+        drained = await self.drain(produced, 120)
         end = time.time()
         assert self.kafka is not None
         logs = {
@@ -355,7 +355,7 @@ logging: {{format: json}}
             "ok": verdict.ok and all(r.ok for r in reports),
         }
 
-    async def _drain(self, produced: list[str], timeout: float) -> bool:
+    async def drain(self, produced: list[str], timeout: float) -> bool:
         """Until every produced record was processed by someone (False on timeout)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -42,7 +42,7 @@ async def test_replica_frozen_after_reading_cannot_grant_what_its_successor_move
         await embedded.wait_until_ready(run.ports["r1"], 60, run.procs["r1"])
         await asyncio.sleep(3)
         run.signal("r0", signal.SIGKILL, "kill_leader")
-        await run.until(lambda: run._reached_point("r1"), 60, "r1 frozen inside acquisition")
+        await run.until(lambda: run.reached_point("r1"), 60, "r1 frozen inside acquisition")
         run.note("froze_at_point", target="r1")
         run.start_replica("r0")
         await run.until(lambda: run.leader() == "r0", 60, "r0 leads again while r1 is frozen")
@@ -53,7 +53,7 @@ async def test_replica_frozen_after_reading_cannot_grant_what_its_successor_move
         await asyncio.sleep(8)  # r1 does whatever it would do
         await run.stop_producing()
         produced = [str(i) for i in range(run.produced)]
-        assert await run._drain(produced, 60), "records never processed"
+        assert await run.drain(produced, 60), "records never processed"
         verdict = _verdict(run, produced)
         assert run.kafka is not None
         reports = await run_audit(run.kafka.address, "ballast.assignments", [GROUP], 60.0)

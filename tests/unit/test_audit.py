@@ -3,38 +3,11 @@
 from __future__ import annotations
 
 from controller.audit import audit_group
-from controller.records import Assignment, Logged, LoggedFence, LoggedRecord
+from controller.records import Logged, LoggedFence, LoggedRecord
+
+from .logged import rec
 
 PPT = {"t": 2}
-
-
-def rec(
-    member: str,
-    gen: int,
-    parts: list[int],
-    *,
-    epoch: int = 1,
-    at: float | None = None,
-    offset: int = 0,
-) -> LoggedRecord:
-    body = Assignment(
-        group="g",
-        member=member,
-        generation=gen,
-        controller_epoch=epoch,
-        partitions=[("t", p) for p in parts],
-        topics=["t"],
-        issued_at=float(gen) if at is None else at,
-    )
-    return LoggedRecord(
-        "g",
-        member,
-        body,
-        partition=hash(member) % 3,
-        offset=offset or gen,
-        generation=gen,
-        epoch=epoch,
-    )
 
 
 def tomb(member: str, gen: int, epoch: int = 1) -> LoggedRecord:

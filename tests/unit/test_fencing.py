@@ -3,6 +3,8 @@ the reconciler's rule that a publication depends only on earlier ones."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -10,32 +12,15 @@ from assignors import TopicPartition
 from controller.audit import audit_group
 from controller.fencing import AssignmentView, Verdict
 from controller.group import GroupState, GroupTuning, Recovered
-from controller.records import Assignment, Logged, LoggedFence, LoggedRecord, Presence
+from controller.records import Logged, LoggedFence, LoggedRecord, Presence
+
+from . import logged
 
 PPT = {"t": 4}
 
 
-def rec(
-    member: str,
-    gen: int,
-    parts: list[int],
-    epoch: int,
-    offset: int,
-    *,
-    partition: int = 0,
-    absent_since: float | None = None,
-) -> LoggedRecord:
-    body = Assignment(
-        group="g",
-        member=member,
-        generation=gen,
-        controller_epoch=epoch,
-        partitions=[("t", p) for p in parts],
-        topics=["t"],
-        issued_at=float(offset),
-        absent_since=absent_since,
-    )
-    return LoggedRecord("g", member, body, partition, offset, gen, epoch)
+#: Records sit in partition 0 unless a test says otherwise, beside the fences.
+rec = partial(logged.rec, partition=0)
 
 
 def fence(epoch: int, offset: int, partition: int = 0) -> LoggedFence:
