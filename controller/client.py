@@ -25,7 +25,7 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import aiomqtt
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
@@ -38,7 +38,6 @@ from .fencing import AssignmentView, Verdict
 from .kafka_io import log_entry
 from .membership import MqttAuth, member_client
 from .records import (
-    Assignment,
     LoggedFence,
     LoggedRecord,
     OffsetSample,
@@ -52,6 +51,13 @@ from .records import (
 log = logs.get("ballast.client")
 
 Callback = Callable[[set[KafkaTP]], Awaitable[None] | None]
+
+
+class _Grant(NamedTuple):
+    """What to hold next, and the generation that applying it acknowledges."""
+
+    partitions: frozenset[KafkaTP]
+    generation: int
 
 
 def assignments_partition(key: bytes, partitions: int) -> int:
@@ -137,7 +143,7 @@ class ManagedConsumer:
         self.epoch = -1
         self.generation = -1
         self.assignment: frozenset[KafkaTP] = frozenset()
-        self._pending: Assignment | None = None
+        self._pending: _Grant | None = None
         self._pending_since = 0.0
         self._consumed: dict[KafkaTP, int] = {}
         self._changed = asyncio.Event()
@@ -285,7 +291,7 @@ class ManagedConsumer:
         rec = self._pending
         assert rec is not None
         self._pending = None
-        target = {KafkaTP(t, p) for t, p in rec.partitions}
+        target = set(rec.partitions)
         revoked = set(self.assignment) - target
         added = target - set(self.assignment)
         if revoked:
@@ -361,17 +367,15 @@ class ManagedConsumer:
         if verdict is not Verdict.CURRENT or not isinstance(entry, LoggedRecord):
             return
         epoch, generation, _ = self._view.order[(self.group, self.member)]
-        # Our tombstone: we were removed, so hold nothing.
-        rec = entry.record or Assignment(
-            group=self.group,
-            member=self.member,
-            generation=generation,
-            controller_epoch=epoch,
-            partitions=[],
-            issued_at=0.0,
-        )
         self.epoch = max(self.epoch, epoch)
-        self._pending = rec
+        rec = entry.record
+        if rec is not None and rec.issued_to(self._instance):
+            grant = _Grant(frozenset(KafkaTP(t, p) for t, p in rec.partitions), generation)
+        else:
+            # Our tombstone, or a grant issued to another process under our member id (our
+            # predecessor's, until the controller has seen us): hold nothing, ack nothing.
+            grant = _Grant(frozenset(), self.generation)
+        self._pending = grant
         self._pending_since = time.monotonic()
         self._changed.set()
 

@@ -23,7 +23,7 @@ from assignors import (
 )
 
 from .fencing import Order
-from .handoff import Plan, Reconciler
+from .handoff import Plan, Reconciler, Tags
 from .records import Assignment, Presence
 
 REASONS = ("join", "leave", "subscription", "lag", "partitions", "drain", "forced")
@@ -65,9 +65,14 @@ class Recovered:
     releasing: Mapping[TopicPartition, tuple[str, int]] = field(default_factory=dict)
     #: Members recorded as absent, and since when (state clock): their grace goes on.
     absent: Mapping[str, float] = field(default_factory=dict)
+    #: The client process each member's grant was issued to.
+    instances: Mapping[str, str] = field(default_factory=dict)
     #: Members whose record on the log claims more than ``granted`` gives them: their
     #: record is written again at once.
     stale: frozenset[str] = frozenset()
+
+    def tags(self) -> dict[str, Tags]:
+        return {m: Tags(self.absent.get(m), self.instances.get(m)) for m in self.granted}
 
     @classmethod
     def from_records(
@@ -90,6 +95,7 @@ class Recovered:
         granted: dict[str, frozenset[TopicPartition]] = {}
         topics: dict[str, frozenset[str]] = {}
         absent: dict[str, float] = {}
+        instances: dict[str, str] = {}
         stale: set[str] = set()
         notes: list[str] = []
         for _, member, rec in newest_first:
@@ -108,12 +114,16 @@ class Recovered:
             topics[member] = frozenset(rec.topics)
             if rec.absent_since is not None:
                 absent[member] = to_state_clock(rec.absent_since)
+            if rec.instance is not None:
+                instances[member] = rec.instance
         releasing: dict[TopicPartition, tuple[str, int]] = {}
         for _, member, rec in newest_first:
             for tp in sorted(rec.releasing()):
                 if tp not in owner and tp not in releasing:
                     releasing[tp] = (member, rec.generation)
-        state = cls(generation, epoch, granted, topics, releasing, absent, frozenset(stale))
+        state = cls(
+            generation, epoch, granted, topics, releasing, absent, instances, frozenset(stale)
+        )
         return state, notes
 
 
@@ -142,7 +152,7 @@ class GroupState:
             generation=recovered.generation if recovered else 0,
             granted=granted,
             releasing=recovered.releasing if recovered else None,
-            absent=recovered.absent if recovered else None,
+            tags=None if recovered is None else recovered.tags(),
             now=now,
         )
         for member in sorted(recovered.stale if recovered else ()):
@@ -204,7 +214,7 @@ class GroupState:
         self.presence[p.member] = p
         self.grace.pop(p.member, None)
         self._unrecorded.pop(p.member, None)
-        self.reconciler.mark_present(p.member)
+        self.reconciler.mark_present(p.member, p.instance)
         if p.member in self.drained:
             self.reconciler.ack(p.member, p.generation)
             return

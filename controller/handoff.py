@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from assignors import TopicPartition
 
@@ -42,6 +43,15 @@ class Outgoing:
     revoking: frozenset[TopicPartition] = frozenset()
     #: When the member's presence was lost (state clock), while it is in leave grace.
     absent_since: float | None = None
+    #: The client process the grant is issued to (``Assignment.instance``).
+    instance: str | None = None
+
+
+class Tags(NamedTuple):
+    """What a member's record says besides its grant; a change is written at once."""
+
+    absent_since: float | None = None
+    instance: str | None = None
 
 
 @dataclass(slots=True)
@@ -59,7 +69,7 @@ class Reconciler:
         generation: int = 0,
         granted: Mapping[str, Collection[TopicPartition]] | None = None,
         releasing: Mapping[TopicPartition, tuple[str, int]] | None = None,
-        absent: Mapping[str, float] | None = None,
+        tags: Mapping[str, Tags] | None = None,
         now: float = 0.0,
     ) -> None:
         self.handoff_timeout = handoff_timeout
@@ -87,10 +97,10 @@ class Reconciler:
         self._waiting: dict[TopicPartition, str] = {}
         #: Members whose record must be written again although their grant is unchanged.
         self._refresh: set[str] = set()
-        #: ``absent_since`` as wanted, and as the member's latest record carries it.
-        self.absent: dict[str, float] = {}
-        self._published_absent: dict[str, float] = dict(absent or {})
-        self._absence_changed: set[str] = set()
+        #: The tags as wanted, and as the member's latest record carries them.
+        self.tags: dict[str, Tags] = dict(tags or {})
+        self._published_tags: dict[str, Tags] = dict(tags or {})
+        self._tags_changed: set[str] = set()
 
     # ------------------------------------------------------------------ inputs
 
@@ -115,12 +125,16 @@ class Reconciler:
             self._refresh.add(member)
 
     def mark_absent(self, member: str, since: float) -> None:
-        self.absent[member] = since
-        self._absence_changed.add(member)
+        self._tag(member, self.tags.get(member, Tags())._replace(absent_since=since))
 
-    def mark_present(self, member: str) -> None:
-        self.absent.pop(member, None)
-        self._absence_changed.add(member)
+    def mark_present(self, member: str, instance: str | None) -> None:
+        """The member is back, as client process ``instance``: a grant issued to another
+        process is issued again, to this one."""
+        self._tag(member, Tags(None, instance))
+
+    def _tag(self, member: str, tags: Tags) -> None:
+        self.tags[member] = tags
+        self._tags_changed.add(member)
 
     def ack(self, member: str, generation: int) -> None:
         if generation > self.acked.get(member, -1):
@@ -140,9 +154,7 @@ class Reconciler:
             records.append(Outgoing(m, None))
         releases: dict[TopicPartition, Release] = {}
         refresh = self._refresh | {
-            m
-            for m in self._absence_changed
-            if m in self.granted and self.absent.get(m) != self._published_absent.get(m)
+            m for m in self._tags_changed if m in self.granted and self._tags_differ(m)
         }
         for m in sorted(self._dirty | (refresh - self._departed)):
             have = self.granted.get(m)
@@ -163,7 +175,8 @@ class Reconciler:
                     releases[tp] = Release(m, gen, now + self.handoff_timeout)
                     del owner[tp]
                 pending = set(self._releasing_of.get(m, ())) | (held - grant)
-                records.append(Outgoing(m, grant, frozenset(pending), self.absent.get(m)))
+                tags = self.tags.get(m, Tags())
+                records.append(Outgoing(m, grant, frozenset(pending), *tags))
         if not records:
             self._dirty.clear()
             return None
@@ -181,17 +194,14 @@ class Reconciler:
                 self.granted.pop(rec.member, None)
                 self._departed.discard(rec.member)
                 self.acked.pop(rec.member, None)
-                self.absent.pop(rec.member, None)
-                self._published_absent.pop(rec.member, None)
+                self.tags.pop(rec.member, None)
+                self._published_tags.pop(rec.member, None)
                 for tp in sorted(old):
                     self._wake(tp)  # free now: the next plan grants it
                 for tp in sorted(self._releasing_of.get(rec.member, ())):
                     self._drop_release(tp)  # it is gone: nothing of its is held any more
                 continue
-            if rec.absent_since is None:
-                self._published_absent.pop(rec.member, None)
-            else:
-                self._published_absent[rec.member] = rec.absent_since
+            self._published_tags[rec.member] = Tags(rec.absent_since, rec.instance)
             self.granted[rec.member] = rec.partitions
             for tp in rec.partitions:
                 self.owner[tp] = rec.member
@@ -201,9 +211,7 @@ class Reconciler:
             self._add_release(tp, rel)
         self.generation = plan.generation
         self._dirty = {m for m in self._dirty if self.granted.get(m) != self.target.get(m)}
-        self._absence_changed = {
-            m for m in self._absence_changed if self.absent.get(m) != self._published_absent.get(m)
-        }
+        self._tags_changed = {m for m in self._tags_changed if self._tags_differ(m)}
 
     # ------------------------------------------------------------------ time and state
 
@@ -212,6 +220,9 @@ class Reconciler:
 
     def revoking(self) -> int:
         return len(self.releasing)
+
+    def _tags_differ(self, member: str) -> bool:
+        return self.tags.get(member, Tags()) != self._published_tags.get(member, Tags())
 
     def releasing_from(self, member: str) -> frozenset[TopicPartition]:
         return frozenset(self._releasing_of.get(member, ()))

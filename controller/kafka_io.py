@@ -319,6 +319,7 @@ class AssignmentPublisher:
                         absent_since=(
                             None if rec.absent_since is None else wall_clock(rec.absent_since)
                         ),
+                        instance=rec.instance,
                     ).encode()
                 # Headers date tombstones too (their value must stay null for compaction).
                 headers = [

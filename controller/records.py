@@ -96,8 +96,16 @@ class Assignment(_Record):
     #: Unix time the controller lost this member's presence (it is in leave grace). A
     #: new leader counts the grace from here, so takeovers do not restart the clock.
     absent_since: Annotated[float, Field(gt=0)] | None = None
+    #: The member's client process (``Presence.instance``) this grant was issued to. A
+    #: restarted process consumes nothing from a record issued to its predecessor: it
+    #: waits until the controller has seen it and issued the record again. None: any.
+    instance: Annotated[str, Field(max_length=64)] | None = None
 
     _check_partitions = field_validator("partitions", "revoking")(_sorted_unique)
+
+    def issued_to(self, instance: str | None) -> bool:
+        """May the client process ``instance`` consume what this record grants?"""
+        return self.instance is None or self.instance == instance
 
     def held(self) -> frozenset[TopicPartition]:
         return frozenset(TopicPartition(t, p) for t, p in self.partitions)

@@ -9,8 +9,9 @@ import asyncio
 import contextlib
 import socket
 import time
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiomqtt
 from aiokafka import AIOKafkaConsumer
@@ -29,6 +30,8 @@ class SimMember:
     name: str
     topics: list[str]
     client: aiomqtt.Client
+    #: This incarnation (``Presence.instance``): a restart is a new one.
+    instance: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
     generation: int = -1
     partitions: frozenset[TopicPartition] = frozenset()
 
@@ -80,8 +83,10 @@ class Fleet:
         self._reader = asyncio.create_task(self._read())
 
     async def stop(self) -> None:
+        """Every member stops as a restarting client does: presence cleared, no leave."""
         for m in list(self.members.values()):
             with contextlib.suppress(Exception):
+                await m.client.publish(self.presence_topic(m.name), b"", qos=1, retain=True)
                 await m.client.__aexit__(None, None, None)
         self.members.clear()
         if self._reader:
@@ -105,10 +110,7 @@ class Fleet:
         # included) before picking up our last record.
         await self._caught_up()
         self.members[name] = member
-        latest = self._latest.get(name)
-        if latest is not None:  # a restart: pick up our own last record first
-            self._apply(member, latest)
-        await self.announce(member)
+        await self.catch_up(member)
         return member
 
     async def announce(self, member: SimMember, state: str = "active") -> None:
@@ -116,6 +118,7 @@ class Fleet:
             group=self.group,
             member=member.name,
             topics=member.topics,
+            instance=member.instance,
             state=state,  # type: ignore[arg-type]
             generation=member.generation,
             partitions=sorted((tp.topic, tp.partition) for tp in member.partitions),
@@ -129,7 +132,7 @@ class Fleet:
         """Apply the member's latest record, as a client does on (re)start, and announce."""
         latest = self._latest.get(member.name)
         if latest is not None and latest.generation > member.generation:
-            self._apply(member, latest)
+            self._apply(member, latest)  # a restart holds nothing until issued to it
         await self.announce(member)
 
     async def leave(self, name: str) -> None:
@@ -185,9 +188,9 @@ class Fleet:
             member, rec = entry.member, entry.record
             self._latest[member] = rec
             target = self.members.get(member)
-            if target is not None and rec is None:
+            if target is not None and (rec is None or not rec.issued_to(target.instance)):
                 # The controller declared it gone (e.g. its MQTT link dropped and the Will
-                # fired): hold nothing, as ManagedConsumer does on a tombstone.
+                # fired), or the grant is a predecessor's: hold nothing, as ManagedConsumer.
                 target.partitions = frozenset()
                 continue
             if target is not None and rec is not None and rec.generation > target.generation:
@@ -200,6 +203,9 @@ class Fleet:
                     self.members.pop(target.name, None)
 
     def _apply(self, member: SimMember, rec: Assignment) -> None:
+        if not rec.issued_to(member.instance):
+            member.partitions = frozenset()
+            return
         member.generation = rec.generation
         member.partitions = rec.held()
         if self.on_apply:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,62 @@ async def test_replica_frozen_after_reading_cannot_grant_what_its_successor_move
     assert reports[0].ok, reports[0].render()
     log = (tmp_path / "r1.log").read_text()
     assert "acquire_refused" in log  # the coordinator refused the frozen replica's epoch
+
+
+async def test_a_restarted_worker_consumes_nothing_granted_to_its_predecessor(
+    tmp_path: Path,
+) -> None:
+    """The race the seeded run found (CI, seed 7): w0 is killed; a new w0 process starts
+    just as its grace runs out. It reads its predecessor's grant before the controller
+    has heard of it, while the controller gives those partitions away. The controller is
+    frozen across that moment here, so the window stays open: before the fix the new
+    process consumed its predecessor's grant (overlap with its successors)."""
+    async with Run(tmp_path, replicas=1) as run:
+        run.start_replica("r0")
+        await embedded.wait_until_ready(run.ports["r0"], 60, run.procs["r0"])
+        for w in ("w0", "w1"):
+            run.start_worker(w)
+        await run.until(lambda: run.leader() == "r0", 60, "r0 leads")
+        await run.start_producing()
+        await asyncio.sleep(5)
+        run.signal("w0", signal.SIGKILL, "kill_worker")
+        # Its Will arrives ~1.5 s later; its grace ends leave_grace after that.
+        await asyncio.sleep(run.timing.leave_grace - 1)
+        run.signal("r0", signal.SIGSTOP, "pause_leader")
+        log = tmp_path / "w0.log"
+        before = log.stat().st_size
+        restarted = time.time()
+        run.start_worker("w0")
+        await run.until(
+            lambda: b"assignment_applied" in log.read_bytes()[before:], 60, "new w0 caught up"
+        )
+        await asyncio.sleep(3)  # past the grace, the controller still frozen
+        granted = [
+            e
+            for e in checker.WorkerLog.read("w0", tmp_path / "w0.out").holds
+            if e[0] > restarted and e[1] == "granted"
+        ]
+        run.procs["r0"].send_signal(signal.SIGCONT)
+        run.note("thaw", target="r0")
+        assert not granted, f"the new w0 consumed its predecessor's grant: {granted}"
+        await run.until(
+            lambda: any(
+                t > restarted and kind == "granted"
+                for t, kind, _ in checker.WorkerLog.read("w0", tmp_path / "w0.out").holds
+            ),
+            60,
+            "the new w0 granted partitions by the controller",
+        )
+        await asyncio.sleep(3)
+        await run.stop_producing()
+        produced = [str(i) for i in range(run.produced)]
+        assert await run.drain(produced, 60), "records never processed"
+        verdict = _verdict(run, produced)
+        assert run.kafka is not None
+        reports = await run_audit(run.kafka.address, "ballast.assignments", [GROUP], 60.0)
+    print(json.dumps(verdict.summary()))
+    assert verdict.ok, verdict.summary()
+    assert reports[0].ok, reports[0].render()
 
 
 async def test_seeded_faults_short(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from assignors import TopicPartition
 from controller.group import GroupState, GroupTuning, Recovered, RejectedError
-from controller.handoff import Plan
+from controller.handoff import Outgoing, Plan
 from controller.records import Presence
 
 TUNING = GroupTuning(rebalance_delay=1.0, leave_grace=5.0, handoff_timeout=8.0)
@@ -24,13 +24,26 @@ PPT = {"orders": 12, "audit": 4}
 
 
 class Consumer:
+    """One client process; a restart under the same name is a new one (a new instance)."""
+
+    processes = 0
+
     def __init__(self, name: str, topics: list[str]) -> None:
         self.name = name
         self.topics = topics
+        Consumer.processes += 1
+        self.instance = f"{name}-{Consumer.processes}"
         self.applied: frozenset[TopicPartition] = frozenset()
         self.generation = -1
-        self.inbox: list[tuple[float, int, frozenset[TopicPartition]]] = []
+        self.inbox: list[tuple[float, int, Outgoing]] = []
         self.alive = True
+
+    def apply(self, generation: int, rec: Outgoing) -> None:
+        """As ManagedConsumer: a grant issued to another process holds nothing."""
+        if rec.partitions is None or rec.instance not in (None, self.instance):
+            self.applied = frozenset()
+        else:
+            self.applied, self.generation = rec.partitions, generation
 
     def presence(self, group: str = "g", state: str = "active") -> Presence:
         return Presence(
@@ -39,6 +52,7 @@ class Consumer:
             topics=self.topics,
             generation=self.generation,
             partitions=sorted(self.applied),
+            instance=self.instance,
             state=state,  # type: ignore[arg-type]
         )
 
@@ -50,6 +64,8 @@ class Sim:
         self.group = GroupState("g", tuning, PPT)
         self.consumers: dict[str, Consumer] = {}
         self.published: list[Plan] = []
+        #: Presence messages on their way: (arrival time, consumer).
+        self.arrivals: list[tuple[float, Consumer]] = []
 
     def deliver(self, plan: Plan) -> None:
         self.group.reconciler.commit(plan)
@@ -57,19 +73,21 @@ class Sim:
         for rec in plan.records:
             c = self.consumers.get(rec.member)
             if c is not None and c.alive and rec.partitions is not None:
-                c.inbox.append(
-                    (self.now + self.rng.uniform(0.0, 3.0), plan.generation, rec.partitions)
-                )
+                c.inbox.append((self.now + self.rng.uniform(0.0, 3.0), plan.generation, rec))
 
     def step(self, dt: float) -> None:
         self.now += dt
+        for at, c in [a for a in self.arrivals if a[0] <= self.now]:
+            self.arrivals.remove((at, c))
+            if c.alive and self.consumers.get(c.name) is c:
+                self.group.on_presence(c.presence(), self.now)
         for c in list(self.consumers.values()):
             ready = [m for m in c.inbox if m[0] <= self.now]
             if c.alive and ready:
-                _, gen, parts = max(ready, key=lambda m: m[1])
+                _, gen, rec = max(ready, key=lambda m: m[1])
                 c.inbox = [m for m in c.inbox if m[0] > self.now]
                 if gen > c.generation:
-                    c.applied, c.generation = parts, gen
+                    c.apply(gen, rec)
                     self.group.on_presence(c.presence(), self.now)
         _, plan = self.group.tick(self.now)
         if plan is not None:
@@ -85,25 +103,25 @@ class Sim:
                 assert tp not in seen, f"{tp} applied by {seen[tp]} and {c.name} at t={self.now}"
                 seen[tp] = c.name
 
-    def join(self, name: str, topics: list[str]) -> None:
+    def join(self, name: str, topics: list[str], delay: float = 0.0) -> None:
+        """``delay``: how long a new process's presence takes to reach the controller
+        (meanwhile the controller may decide about its predecessor)."""
         c = self.consumers.get(name)
-        if c is None:
-            # A (re)started client first reads its own latest record from the compacted
-            # assignments topic, as controller.client does.
-            c = Consumer(name, topics)
-            latest = [
-                (p.generation, r.partitions)
-                for p in self.published
-                for r in p.records
-                if r.member == name
-            ]
-            if latest:
-                gen, parts = latest[-1]
-                if parts is not None:
-                    c.inbox.append((self.now, gen, parts))
-        c.alive, c.topics = True, topics
+        if c is not None:
+            c.topics = topics
+            self.group.on_presence(c.presence(), self.now)
+            return
+        # A (re)started client first reads its own latest record from the compacted
+        # assignments topic, as controller.client does.
+        c = Consumer(name, topics)
+        latest = [(p.generation, r) for p in self.published for r in p.records if r.member == name]
+        if latest:
+            c.apply(*latest[-1])
         self.consumers[name] = c
-        self.group.on_presence(c.presence(), self.now)
+        if delay:
+            self.arrivals.append((self.now + delay, c))
+        else:
+            self.group.on_presence(c.presence(), self.now)
 
     def leave(self, name: str) -> None:
         c = self.consumers[name]
@@ -142,7 +160,8 @@ def test_never_two_owners_and_everything_owned_after_settling(seed: int, ops: li
     for op in ops:
         present = sorted(sim.consumers)
         if op == "join":
-            sim.join(rng.choice(names), rng.choice([["orders"], ["orders", "audit"]]))
+            topics = rng.choice([["orders"], ["orders", "audit"]])
+            sim.join(rng.choice(names), topics, delay=rng.uniform(0.0, 2.0))
         elif op == "leave" and present:
             sim.leave(rng.choice(present))
         elif op == "crash" and present:
@@ -189,13 +208,36 @@ def test_restart_within_grace_moves_nothing() -> None:
     generation = sim.group.reconciler.generation
     sim.crash("b")
     sim.settle(2)
-    c = Consumer("b", ["orders"])  # same id, new process: it still holds its last record
-    c.applied, c.generation = before["b"], max(p.generation for p in sim.published)
-    sim.consumers["b"] = c
-    sim.group.on_presence(c.presence(), sim.now)
+    sim.join("b", ["orders"])  # same id, new process: its last record is its predecessor's
+    assert not sim.consumers["b"].applied
     sim.settle(TUNING.leave_grace + 5)
     assert {n: c.applied for n, c in sim.consumers.items()} == before
-    assert sim.group.reconciler.generation == generation
+    # One record: b's grant, unchanged, issued again to the new process.
+    after = [
+        (p.generation, r) for p in sim.published if p.generation > generation for r in p.records
+    ]
+    assert [(g, r.member, r.partitions, r.instance) for g, r in after] == [
+        (generation + 1, "b", before["b"], sim.consumers["b"].instance)
+    ]
+
+
+def test_a_grant_is_never_consumed_by_a_process_it_was_not_issued_to() -> None:
+    """The race issue 13's fault suite found: b crashes; its grace expires just as a new b
+    process starts. The new process reads its predecessor's grant before the controller
+    hears of it; the controller meanwhile gives b's partitions away. Had the new process
+    consumed that grant, two members would hold them."""
+    sim = Sim(8)
+    for n in ("a", "b"):
+        sim.join(n, ["orders"])
+    sim.settle(6)
+    sim.crash("b")
+    sim.settle(TUNING.leave_grace - 0.5)
+    sim.join("b", ["orders"], delay=2.0)  # its presence arrives after the grace ended
+    assert not sim.consumers["b"].applied
+    for _ in range(int((TUNING.rebalance_delay + 8) / 0.1)):
+        sim.step(0.1)  # check_exclusive after every step
+    assert len(sim.owners()) == 12
+    assert sim.consumers["b"].applied
 
 
 def test_a_long_absence_is_recorded_so_a_takeover_keeps_the_clock() -> None:
