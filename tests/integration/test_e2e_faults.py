@@ -209,15 +209,18 @@ async def test_fleet_under_faults(
         await c.clean_round(120, report, "join")
 
         # Rolling restart of c within leave_grace: nothing moves. (c was started for clean
-        # leaves; it leaves and comes back as a worker that restarts instead.)
+        # leaves; it leaves and comes back as a worker that restarts instead.) The one
+        # publication is c's unchanged grant, issued again to the new process.
         c.signal_worker("c", signal.SIGTERM)
         c.start_worker("c", restart=True)
         await c.settled(3)
         generation = c.view()["generation"]
+        before = c.granted()
         c.signal_worker("c", signal.SIGTERM)
         c.start_worker("c", restart=True)
         await c.settled(3)
-        assert c.view()["generation"] == generation
+        assert c.view()["generation"] == generation + 1
+        assert c.granted() == before
         await c.clean_round(120, report, "rolling_restart")
 
         # Controller SIGKILL in the middle of a handoff (a join starts revokes), then restart.
@@ -269,7 +272,9 @@ async def test_rolling_restart_moves_nothing(
             c.signal_worker(w, signal.SIGTERM)
             c.start_worker(w, restart=True)
             await c.settled(2)
-        assert c.view()["generation"] == generation
+        # One publication per restart: the member's grant, unchanged, issued to the new
+        # process (docs/fencing.md, "Restarts").
+        assert c.view()["generation"] == generation + 2
         assert c.granted() == before
     finally:
         c.stop()
