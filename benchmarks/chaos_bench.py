@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from controller.chaos.nemesis import Run
+from controller.tools.chaos.nemesis import Run
 
 
 async def main() -> int:

@@ -37,8 +37,8 @@ from typing import Any
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from promscrape import scrape
 
-from controller import embedded
-from controller.simfleet import Fleet, SimMember
+from controller.tools import embedded
+from controller.tools.simfleet import Fleet, SimMember
 
 DELAY = 0.2
 

@@ -34,8 +34,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from controller import embedded
-from controller.client import ManagedConsumer
+from controller.client.consumer import ManagedConsumer
+from controller.tools import embedded
 
 PER_CONSUMER = 4
 

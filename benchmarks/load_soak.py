@@ -33,10 +33,10 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from promscrape import scrape
 
-from controller import embedded
-from controller.audit import run_audit
-from controller.records import LagRecord, partition_key
-from controller.simfleet import Fleet
+from controller.tools import embedded
+from controller.tools.audit import run_audit
+from controller.tools.simfleet import Fleet
+from controller.wire.records import LagRecord, partition_key
 
 GROUP = "load"
 _NEW_IDS = itertools.count()

@@ -23,9 +23,9 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from assignors import STRATEGIES
-from controller import embedded
-from controller.config import Config
-from controller.records import OffsetSample, partition_key
+from controller.runtime.config import Config
+from controller.tools import embedded
+from controller.wire.records import OffsetSample, partition_key
 from pipeline import lagjob
 from pipeline.backtest import backtest
 from pipeline.session import session

@@ -9,21 +9,21 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from assignors import STRATEGIES, assign
 from assignors.quality import evaluate, member_lag
-
-from . import logs
-from .audit import run_audit
-from .config import Config, load_config
-from .daemon import Controller
-from .demo import run_demo
-from .errors import InputError
-from .http import bound_port, serve
-from .records import json_schemas
-from .scenario import load_current, load_scenario
-from .worker import run_worker
+from controller import logs
+from controller.client.worker import run_worker
+from controller.errors import InputError
+from controller.runtime.config import Config, load_config
+from controller.runtime.daemon import Controller
+from controller.runtime.http import bound_port, serve
+from controller.tools.audit import run_audit
+from controller.tools.demo import run_demo
+from controller.tools.scenario import load_current, load_scenario
+from controller.wire.records import json_schemas
 
 
 def _cmd_assign(args: argparse.Namespace) -> int:
@@ -153,6 +153,11 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in reports) else 1
 
 
+#: Entry-point group through which other packages add subcommands: each entry is a
+#: function taking the subparsers and adding its own (so this module imports none).
+COMMANDS = "ballast.commands"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ballast", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -221,37 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("schema", help="print the JSON Schemas of the wire records")
     p.set_defaults(func=_cmd_schema)
 
-    p = sub.add_parser("pipeline", help="the Spark lag job and fleet backtest (pipeline extra)")
-    jobs = p.add_subparsers(dest="job", required=True)
-    j = jobs.add_parser("lag", help="streaming job: offset samples -> lag records")
-    j.add_argument("--config", type=Path, default=Path("config/ballast.yaml"))
-    j.add_argument("--checkpoint", help="overrides pipeline.checkpoint")
-    j.set_defaults(func=_cmd_pipeline)
-    j = jobs.add_parser("backtest", help="replay fleet traces through the strategies")
-    j.add_argument("--trace", type=Path, required=True, help="JSONL trace (run --record, synth)")
-    j.add_argument("--strategies", default=",".join(STRATEGIES))
-    j.add_argument("--out", type=Path, default=Path("backtest-out"))
-    j.add_argument("--master", default="local[2]")
-    j.add_argument("--tasks", type=int, default=16, help="Spark tasks the groups spread over")
-    j.set_defaults(func=_cmd_pipeline)
-    j = jobs.add_parser("synth", help="write a synthetic fleet trace")
-    j.add_argument("--groups", type=int, default=500)
-    j.add_argument("--max-members", type=int, default=1000)
-    j.add_argument("--steps", type=int, default=12, help="minutes of churn after the start")
-    j.add_argument("--seed", type=int, default=7)
-    j.add_argument("--out", type=Path, required=True)
-    j.set_defaults(func=_cmd_pipeline)
+    for command in entry_points(group=COMMANDS):
+        command.load()(sub)  # e.g. ``ballast pipeline`` (pipeline/commands.py)
     return parser
-
-
-def _cmd_pipeline(args: argparse.Namespace) -> int:
-    try:
-        from pipeline import cli  # noqa: PLC0415 (optional extra: PySpark)
-    except ImportError as exc:
-        raise InputError(
-            f"pipeline: install the pipeline extra (pip install 'ballast[pipeline]'): {exc}"
-        ) from exc
-    return cli.run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

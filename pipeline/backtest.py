@@ -18,7 +18,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
-from controller.records import DecodeError, TraceEvent, decode
+from controller.wire.records import DecodeError, TraceEvent, decode
 
 from .traces import StepResult, as_rows, replay
 

@@ -1,4 +1,4 @@
-"""``ballast pipeline lag|backtest|synth`` (parsed by ``controller.cli``)."""
+"""``ballast pipeline lag|backtest|synth`` (parsed by ``pipeline.commands``)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import argparse
 
 from assignors import STRATEGIES
 from controller import logs
-from controller.config import load_config
 from controller.errors import InputError
-from controller.records import DecodeError
+from controller.runtime.config import load_config
+from controller.wire.records import DecodeError
 
 from . import lagjob
 from .traces import synthesize, write_jsonl

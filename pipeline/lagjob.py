@@ -24,8 +24,8 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from controller.config import Config, PipelineSettings, load_config
-from controller.records import (
+from controller.runtime.config import Config, PipelineSettings, load_config
+from controller.wire.records import (
     DecodeError,
     LagRecord,
     OffsetSample,

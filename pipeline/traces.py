@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from assignors import TopicPartition, assign, quality
-from controller.records import TraceEvent, decode
+from controller.wire.records import TraceEvent, decode
 
 
 def read_jsonl(path: Path) -> Iterator[TraceEvent]:

@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from controller.records import json_schemas
+from controller.wire.records import json_schemas
 
 DOC = Path(__file__).parents[1] / "docs" / "protocol.md"
 ORDER = ("assignment", "fence", "presence", "lag", "offset_sample", "trace_event")

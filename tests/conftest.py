@@ -1,5 +1,6 @@
 """Fixtures shared by every suite: one local Spark session for the whole run (starting
-one takes seconds). Suites that need it import nothing from Spark until they ask."""
+one takes seconds), and the embedded brokers (``tests/brokers.py``). Each starts only
+when a test asks for it; suites that need Spark import nothing from it until they ask."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.brokers import broker_dir, kafka, mqtt, names, topic
+
+__all__ = ["broker_dir", "kafka", "mqtt", "names", "topic"]  # fixtures for every suite
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

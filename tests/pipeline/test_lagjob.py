@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from controller.config import PipelineSettings
+from controller.runtime.config import PipelineSettings
 from pipeline.lagjob import lag_records
 
 RAW = "key string, value string, topic string, partition int, offset long"

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from assignors import STRATEGIES, TopicPartition
-from controller.group import GroupState, GroupTuning
-from controller.records import DecodeError, Presence, TraceEvent
-from controller.trace import TraceRecorder
+from controller.core.group import GroupState, GroupTuning
+from controller.runtime.trace import TraceRecorder
+from controller.wire.records import DecodeError, Presence, TraceEvent
 from pipeline.traces import read_jsonl, replay, synthesize, write_jsonl
 
 

@@ -1,0 +1,367 @@
+"""One consumer group's control logic, free of I/O: membership with leave grace,
+coalescing, lag smoothing, the incremental assignor and the handoff reconciler.
+
+The daemon feeds it observations with the current time and publishes the plans it
+returns. Time is a parameter, so every rule here is tested without sleeping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from assignors import (
+    Event,
+    IncrementalAssignor,
+    LagPolicy,
+    LagUpdated,
+    MemberJoined,
+    MemberLeft,
+    PartitionsChanged,
+    SubscriptionChanged,
+    TopicPartition,
+)
+from controller.core.handoff import Plan, Reconciler, Tags
+from controller.wire.fencing import Order
+from controller.wire.records import Assignment, Presence
+
+REASONS = ("join", "leave", "subscription", "lag", "partitions", "drain", "forced")
+
+
+@dataclass(frozen=True, slots=True)
+class GroupTuning:
+    rebalance_delay: float = 1.0
+    leave_grace: float = 10.0
+    handoff_timeout: float = 15.0
+    #: Weight of a new lag reading in the exponential moving average (1.0: no smoothing).
+    lag_smoothing: float = 0.3
+    policy: LagPolicy = field(default_factory=LagPolicy)
+
+
+@dataclass(frozen=True, slots=True)
+class Rebalance:
+    """What one rebalance decided, for logs and metrics."""
+
+    reasons: tuple[str, ...]
+    moved: int
+    moved_for_lag: int
+    changed_members: int
+    #: Time of the earliest event this rebalance absorbed (for latency).
+    first_event_at: float
+
+
+class RejectedError(ValueError):
+    """A presence message that is well-formed but inconsistent with what we granted."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    generation: int
+    controller_epoch: int
+    granted: Mapping[str, frozenset[TopicPartition]]
+    topics: Mapping[str, frozenset[str]]
+    #: Handoffs in flight when the previous controller stopped: partition -> (owner, gen).
+    releasing: Mapping[TopicPartition, tuple[str, int]] = field(default_factory=dict)
+    #: Members recorded as absent, and since when (state clock): their grace goes on.
+    absent: Mapping[str, float] = field(default_factory=dict)
+    #: The client process each member's grant was issued to.
+    instances: Mapping[str, str] = field(default_factory=dict)
+    #: Members whose record on the log claims more than ``granted`` gives them: their
+    #: record is written again at once.
+    stale: frozenset[str] = frozenset()
+
+    def tags(self) -> dict[str, Tags]:
+        return {m: Tags(self.absent.get(m), self.instances.get(m)) for m in self.granted}
+
+    @classmethod
+    def from_records(
+        cls,
+        records: Mapping[str, tuple[Order, Assignment | None]],
+        generation: int,
+        epoch: int,
+        to_state_clock: Callable[[float], float],
+    ) -> tuple[Recovered, list[str]]:
+        """The state the current records show (``fencing.AssignmentView``), made
+        consistent whatever they hold: a partition claimed by two members stays with the
+        newer record (by epoch, then generation), and the loser's record is rewritten.
+        Returns the state and one line per conflict resolved."""
+        newest_first = sorted(
+            ((order, m, rec) for m, (order, rec) in records.items() if rec is not None),
+            key=lambda e: (e[0], e[1]),
+            reverse=True,
+        )
+        owner: dict[TopicPartition, str] = {}
+        granted: dict[str, frozenset[TopicPartition]] = {}
+        topics: dict[str, frozenset[str]] = {}
+        absent: dict[str, float] = {}
+        instances: dict[str, str] = {}
+        stale: set[str] = set()
+        notes: list[str] = []
+        for _, member, rec in newest_first:
+            keep = set()
+            for tp in sorted(rec.held()):
+                if tp in owner:
+                    stale.add(member)
+                    notes.append(
+                        f"{tp.topic}-{tp.partition}: {member} (generation {rec.generation}) "
+                        f"and {owner[tp]} both hold it; the newer record, {owner[tp]}'s, keeps it"
+                    )
+                    continue
+                owner[tp] = member
+                keep.add(tp)
+            granted[member] = frozenset(keep)
+            topics[member] = frozenset(rec.topics)
+            if rec.absent_since is not None:
+                absent[member] = to_state_clock(rec.absent_since)
+            if rec.instance is not None:
+                instances[member] = rec.instance
+        releasing: dict[TopicPartition, tuple[str, int]] = {}
+        for _, member, rec in newest_first:
+            for tp in sorted(rec.releasing()):
+                if tp not in owner and tp not in releasing:
+                    releasing[tp] = (member, rec.generation)
+        state = cls(
+            generation, epoch, granted, topics, releasing, absent, instances, frozenset(stale)
+        )
+        return state, notes
+
+
+class GroupState:
+    def __init__(
+        self,
+        name: str,
+        tuning: GroupTuning,
+        partitions_per_topic: Mapping[str, int],
+        recovered: Recovered | None = None,
+        now: float = 0.0,
+    ) -> None:
+        self.name = name
+        self.tuning = tuning
+        #: Sees every engine input as it is queued (``ballast run --record``).
+        self.recorder: Callable[[Event, float], None] | None = None
+        granted = dict(recovered.granted) if recovered else {}
+        topics = dict(recovered.topics) if recovered else {}
+        # A restart moves nothing: rebuild from what was granted, without lag. Only
+        # partitions that were mid-handoff (granted to nobody) get a target here.
+        self.engine, start = IncrementalAssignor.from_snapshot(
+            partitions_per_topic, topics, current=granted, policy=tuning.policy
+        )
+        self.reconciler = Reconciler(
+            handoff_timeout=tuning.handoff_timeout,
+            generation=recovered.generation if recovered else 0,
+            granted=granted,
+            releasing=recovered.releasing if recovered else None,
+            tags=None if recovered is None else recovered.tags(),
+            now=now,
+        )
+        for member in sorted(recovered.stale if recovered else ()):
+            self.reconciler.refresh(member)
+        self.reconciler.update_target(start.assignments, start.removed)
+        self.presence: dict[str, Presence] = {}
+        #: Operator controls (HTTP admin API): a paused group publishes nothing; a drained
+        #: member keeps its presence but is given no partitions.
+        self.paused = False
+        self.drained: set[str] = set()
+        #: member -> when it is declared gone unless it comes back. A recovered member
+        #: is absent until its presence is heard; since when is kept in its record, so
+        #: a takeover does not restart the clock.
+        self.grace: dict[str, float] = {}
+        #: member -> (when it was last seen, when to write that into its record). A short
+        #: absence (a rolling restart) ends before it is recorded and costs no record.
+        self._unrecorded: dict[str, tuple[float, float]] = {}
+        recorded_absence = recovered.absent if recovered else {}
+        for m in granted:
+            since = min(now, recorded_absence.get(m, now))
+            self.grace[m] = since + tuning.leave_grace
+            if m not in recorded_absence:
+                self._unrecorded[m] = (since, now + tuning.leave_grace / 2)
+        self.lag: dict[TopicPartition, float] = {}
+        self._pending: list[Event] = []
+        self._coalesced: dict[str, frozenset[str] | None] = {}
+        self._reasons: set[str] = set()
+        self._due: float | None = None
+        self._first_event: float | None = None
+
+    # ------------------------------------------------------------------ observations
+
+    def on_presence(self, p: Presence, now: float) -> None:
+        """A member announced itself. Raises ``RejectedError`` when its claims are impossible."""
+        if p.group != self.name:
+            raise RejectedError(f"presence for group {p.group!r} arrived on group {self.name!r}")
+        claimed = p.held()
+        granted = self.reconciler.granted.get(p.member, frozenset())
+        stray = claimed - granted - self.reconciler.releasing_from(p.member)
+        if stray:
+            shown = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(stray)[:5])
+            raise RejectedError(
+                f"member {p.member!r} claims partitions it does not hold (never granted, or "
+                f"given away after it was declared dead): {shown}"
+            )
+        live = self.presence.get(p.member)
+        if live is not None and live.instance and p.instance and live.instance != p.instance:
+            raise RejectedError(
+                f"duplicate member id {p.member!r}: instance {p.instance!r} while "
+                f"{live.instance!r} is live"
+            )
+        if p.state == "leaving":
+            self.presence.pop(p.member, None)
+            self.reconciler.ack(p.member, p.generation)
+            self._depart(p.member, now)
+            return
+        topics = frozenset(p.topics)
+        known = self._subscription(p.member)
+        self.presence[p.member] = p
+        self.grace.pop(p.member, None)
+        self._unrecorded.pop(p.member, None)
+        self.reconciler.mark_present(p.member, p.instance)
+        if p.member in self.drained:
+            self.reconciler.ack(p.member, p.generation)
+            return
+        if known is None:
+            self._enqueue(MemberJoined(p.member, topics), "join", now)
+        elif known != topics:
+            self._enqueue(SubscriptionChanged(p.member, topics), "subscription", now)
+        self.reconciler.ack(p.member, p.generation)
+        if p.lag:
+            self.on_lag({TopicPartition(t, q): v for t, q, v in p.lag}, now)
+
+    def drain(self, member: str, now: float) -> bool:
+        """Move every partition off ``member`` and keep it empty until ``undrain``. False
+        when the group has no such member."""
+        if member not in self.presence and not self._known(member):
+            return False
+        self.drained.add(member)
+        if self._known(member):
+            self._enqueue(MemberLeft(member), "drain", now, delay=0.0)
+        return True
+
+    def undrain(self, member: str, now: float) -> bool:
+        if member not in self.drained:
+            return False
+        self.drained.discard(member)
+        p = self.presence.get(member)
+        if p is not None:
+            self._enqueue(MemberJoined(member, frozenset(p.topics)), "join", now)
+        return True
+
+    def force_rebalance(self, now: float) -> None:
+        """Settle now (pending events included) with a fresh look at lag."""
+        self._enqueue(LagUpdated({}), "forced", now, delay=0.0)
+
+    def on_gone(self, member: str, now: float, since: float | None = None) -> None:
+        """Presence cleared without a clean leave (crash, Will, session expiry, restart);
+        ``since``: when it was last seen, if earlier than ``now``."""
+        self.presence.pop(member, None)
+        self.drained.discard(member)
+        if not self._known(member):
+            return
+        seen = now if since is None else min(since, now)
+        if self.tuning.leave_grace <= 0:
+            self._depart(member, now)
+        elif member not in self.grace:
+            self.grace[member] = seen + self.tuning.leave_grace
+            self._unrecorded[member] = (seen, now + self.tuning.leave_grace / 2)
+
+    def seen_absent(self, member: str, since: float) -> None:
+        """Another source (this replica's own MQTT session) saw a recovered member leave
+        at ``since``: its grace counts from there."""
+        if member in self.grace and member not in self.presence:
+            self.grace[member] = min(self.grace[member], since + self.tuning.leave_grace)
+            if member in self._unrecorded:
+                self._unrecorded[member] = (since, self._unrecorded[member][1])
+
+    def on_lag(self, readings: Mapping[TopicPartition, int], now: float) -> None:
+        """New lag readings; smoothed so that one noisy reading cannot trigger moves."""
+        alpha = self.tuning.lag_smoothing
+        update: dict[TopicPartition, int] = {}
+        for tp, value in readings.items():
+            old = self.lag.get(tp)
+            new = float(value) if old is None else alpha * value + (1 - alpha) * old
+            self.lag[tp] = new
+            update[tp] = round(new)
+        if update:
+            self._enqueue(LagUpdated(update), "lag", now, delay=0.0)
+
+    def forget_lag(self, partitions: Iterable[TopicPartition], now: float) -> None:
+        """A partition that stopped reporting weighs 0 again, like one never reported."""
+        gone = {tp: 0 for tp in partitions if self.lag.pop(tp, None) is not None}
+        if gone:
+            self._enqueue(LagUpdated(gone), "lag", now, delay=0.0)
+
+    def on_partitions(self, partitions_per_topic: Mapping[str, int], now: float) -> None:
+        current = self.engine.partitions_per_topic
+        for topic, count in sorted(partitions_per_topic.items()):
+            if current.get(topic) != count:
+                self._enqueue(PartitionsChanged(topic, count), "partitions", now)
+
+    # ------------------------------------------------------------------ time
+
+    def next_wakeup(self) -> float | None:
+        if self.paused:
+            return None
+        times = [t for t in (self._due, self.reconciler.next_deadline()) if t is not None]
+        times += self.grace.values()
+        times += (at for _, at in self._unrecorded.values())
+        return min(times, default=None)
+
+    def tick(self, now: float) -> tuple[Rebalance | None, Plan | None]:
+        """Run what is due: expired graces, a coalesced rebalance, and handoff progress.
+        A paused group does none of it (events wait for ``paused = False``)."""
+        if self.paused:
+            return None, None
+        for member, (since, at) in sorted(self._unrecorded.items()):
+            if at <= now:
+                del self._unrecorded[member]
+                self.reconciler.mark_absent(member, since)
+        for member, deadline in sorted(self.grace.items()):
+            if deadline <= now:
+                del self.grace[member]
+                self._unrecorded.pop(member, None)
+                self._depart(member, deadline)
+        rebalance = None
+        if self._due is not None and self._due <= now:
+            change = self.engine.apply(self._pending)
+            self.reconciler.update_target(change.assignments, change.removed)
+            rebalance = Rebalance(
+                reasons=tuple(r for r in REASONS if r in self._reasons),
+                moved=change.moved,
+                moved_for_lag=change.moved_for_lag,
+                changed_members=len(change.assignments) + len(change.removed),
+                first_event_at=self._first_event if self._first_event is not None else now,
+            )
+            if self._reasons == {"lag"} and not rebalance.changed_members:
+                rebalance = None  # a lag reading that moved nothing is not a rebalance
+            self._pending, self._reasons, self._due, self._first_event = [], set(), None, None
+            self._coalesced = {}
+        return rebalance, self.reconciler.plan(now)
+
+    # ------------------------------------------------------------------ internals
+
+    def _depart(self, member: str, now: float) -> None:
+        self.grace.pop(member, None)
+        if self._known(member):
+            self._enqueue(MemberLeft(member), "leave", now)
+
+    def _known(self, member: str) -> bool:
+        return self._subscription(member) is not None
+
+    def _subscription(self, member: str) -> frozenset[str] | None:
+        """The member's topics as they will be once the coalesced events are applied."""
+        if member in self._coalesced:
+            return self._coalesced[member]
+        return self.engine.members.get(member)
+
+    def _enqueue(self, event: Event, reason: str, now: float, delay: float | None = None) -> None:
+        self._pending.append(event)
+        if self.recorder is not None:
+            self.recorder(event, now)
+        if isinstance(event, MemberJoined | SubscriptionChanged):
+            self._coalesced[event.member] = frozenset(event.topics)
+        elif isinstance(event, MemberLeft):
+            self._coalesced[event.member] = None
+        self._reasons.add(reason)
+        if self._first_event is None:
+            self._first_event = now
+        due = now + (self.tuning.rebalance_delay if delay is None else delay)
+        if self._due is None or due < self._due:
+            self._due = due

@@ -1,0 +1,387 @@
+"""Daemon configuration: YAML, then environment overrides, validated before anything starts.
+
+Environment overrides use ``BALLAST_`` and ``__`` between levels, e.g.
+``BALLAST_KAFKA__BOOTSTRAP_SERVERS=broker:9092`` or ``BALLAST_REBALANCE__DELAY=2s``. Values
+are parsed as YAML scalars. Errors name the key, the reason, and where the value came from.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
+
+from assignors import LagPolicy
+from controller.core.group import GroupTuning
+from controller.errors import InputError
+from controller.runtime import faultpoints
+from controller.wire.records import Name
+
+ENV_PREFIX = "BALLAST_"
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def _duration(value: object) -> object:
+    """Seconds as a number, or a string with a unit: ``250ms``, ``10s``, ``2m``."""
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if not match:
+            raise ValueError(f"not a duration: {value!r} (use e.g. 500ms, 10s, 2m)")
+        return float(match.group(1)) * _UNIT[match.group(2)]
+    return value
+
+
+Duration = Annotated[float, BeforeValidator(_duration), Field(ge=0, le=86_400)]
+PositiveDuration = Annotated[float, BeforeValidator(_duration), Field(gt=0, le=86_400)]
+Port = Annotated[int, Field(ge=1, le=65_535)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _secret_from_files(section: BaseModel, *names: str) -> dict[str, SecretStr]:
+    """``<name>_file`` settings read into their secrets (Kubernetes Secrets mounted as
+    files); a secret given both ways is an error. Secrets print as ``**********``."""
+    out: dict[str, SecretStr] = {}
+    for name in names:
+        path: Path | None = getattr(section, f"{name}_file")
+        if path is None:
+            continue
+        if getattr(section, name) is not None:
+            raise ValueError(f"set {name} or {name}_file, not both")
+        try:
+            out[name] = SecretStr(path.read_text(encoding="utf-8").strip())
+        except OSError as exc:
+            raise ValueError(f"{name}_file {path}: cannot read: {exc.strerror or exc}") from exc
+    return out
+
+
+class KafkaSettings(_Section):
+    bootstrap_servers: str = "127.0.0.1:9092"
+    client_id: str = "ballast"
+    #: Idempotent producer for the assignments topic. Brokers without InitProducerId
+    #: (Tansu 0.6) need ``false``; controller_epoch fencing protects either way.
+    idempotent_producer: bool = True
+    request_timeout: PositiveDuration = 30.0
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    sasl_password_file: Path | None = None
+    #: CA bundle to verify the brokers (default: the system's); client cert for mTLS.
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    ssl_key_password: SecretStr | None = None
+    ssl_key_password_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _auth(self) -> KafkaSettings:
+        for name, secret in _secret_from_files(self, "sasl_password", "ssl_key_password").items():
+            object.__setattr__(self, name, secret)
+        if self.security_protocol.startswith("SASL_") and not (
+            self.sasl_mechanism and self.sasl_username and self.sasl_password
+        ):
+            raise ValueError(
+                f"{self.security_protocol} needs sasl_mechanism, sasl_username and "
+                "sasl_password (or sasl_password_file)"
+            )
+        if self.sasl_mechanism and not self.security_protocol.startswith("SASL_"):
+            raise ValueError("sasl_mechanism needs security_protocol SASL_PLAINTEXT or SASL_SSL")
+        return self
+
+
+class MqttSettings(_Section):
+    host: str = "127.0.0.1"
+    port: Port = 1883
+    keepalive: Annotated[int, Field(ge=1, le=3600)] = 5
+    topic_prefix: Name = "ballast"
+    client_id: str = "ballast-controller"
+    username: str | None = None
+    password: SecretStr | None = None
+    password_file: Path | None = None
+    tls: bool = False
+    #: CA bundle for the broker's certificate (default: the system's); client cert for mTLS.
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _auth(self) -> MqttSettings:
+        for name, secret in _secret_from_files(self, "password").items():
+            object.__setattr__(self, name, secret)
+        if self.password is not None and not self.username:
+            raise ValueError("password needs username")
+        if (self.ca_file or self.cert_file) and not self.tls:
+            raise ValueError("ca_file/cert_file need tls: true")
+        return self
+
+
+class MembershipSettings(_Section):
+    source: Literal["mqtt", "kafka"] = "mqtt"
+    heartbeat_topic: Name = "ballast.heartbeats"
+    session_timeout: PositiveDuration = 10.0
+
+
+class LagSettings(_Section):
+    #: ``poll``: read committed and end offsets; ``topic``: lag records; ``none``: no lag.
+    source: Literal["poll", "topic", "none"] = "poll"
+    poll_interval: PositiveDuration = 5.0
+    topic: Name = "ballast.lag"
+    smoothing: Annotated[float, Field(gt=0, le=1)] = 0.3
+    #: Lag of a partition with no committed offset, as KAFKA-5337: latest -> 0,
+    #: earliest -> everything retained.
+    auto_offset_reset: Literal["latest", "earliest"] = "latest"
+    #: What the assignor balances (see docs/protocol.md, "Weights"): offsets behind, time
+    #: behind (ms) or produce rate (offsets/s). The last two come from the Spark lag job.
+    weight: Literal["offsets", "time", "rate"] = "offsets"
+    #: When set, the controller polls offsets (whatever ``source`` is) and writes each raw
+    #: reading to this topic for the Spark lag job.
+    samples_topic: Name | None = None
+
+    @model_validator(mode="after")
+    def _weight_needs_records(self) -> LagSettings:
+        if self.weight != "offsets" and self.source != "topic":
+            raise ValueError(
+                f"weight {self.weight!r} comes from lag records: it needs source: topic"
+            )
+        return self
+
+
+class PipelineSettings(_Section):
+    """The Spark lag job (``ballast pipeline lag``, docs/pipeline.md)."""
+
+    #: ``ballast_kafka``: the Python source/sink shipped with Ballast (no jars needed);
+    #: ``kafka``: Spark's native connector (spark-sql-kafka on the cluster), same options.
+    kafka_format: Literal["ballast_kafka", "kafka"] = "ballast_kafka"
+    master: str = "local[2]"
+    checkpoint: str = "ballast-pipeline-checkpoint"
+    starting_offsets: Literal["earliest", "latest"] = "earliest"
+    trigger_interval: PositiveDuration = 5.0
+    #: Watermark delay: samples later than this (event time) are dropped and counted.
+    lateness: Duration = 30.0
+    #: Produce and consume rates are measured over this much of the newest event time.
+    rate_window: PositiveDuration = 60.0
+    #: (offset, time) points kept per partition for time-lag interpolation.
+    history: PositiveDuration = 900.0
+    max_points: Annotated[int, Field(ge=2, le=10_000)] = 120
+    #: A partition without samples for this long (event time) gets a tombstone.
+    age_out: PositiveDuration = 300.0
+    max_offsets_per_trigger: Annotated[int, Field(ge=1)] | None = None
+    #: Fixed in the checkpoint once a query has run (Spark's state partitioning).
+    shuffle_partitions: Annotated[int, Field(ge=1, le=10_000)] = 4
+    #: Prometheus port of the job's driver; 0 disables.
+    metrics_port: Annotated[int, Field(ge=0, le=65_535)] = 0
+
+    @model_validator(mode="after")
+    def _windows(self) -> PipelineSettings:
+        if self.history < self.rate_window:
+            raise ValueError("history must be at least rate_window")
+        return self
+
+
+class RebalanceSettings(_Section):
+    delay: Duration = 1.0
+    leave_grace: Duration = 10.0
+    handoff_timeout: PositiveDuration = 15.0
+    #: Acks arriving within this window are granted in one publication.
+    grant_batch: Annotated[float, BeforeValidator(_duration), Field(ge=0, le=1)] = 0.02
+    trigger_ratio: Annotated[float, Field(ge=1)] = 1.25
+    target_ratio: Annotated[float, Field(ge=1)] = 1.05
+    max_moves: Annotated[int, Field(ge=0)] = 16
+    min_lag: Annotated[int, Field(ge=0)] = 1_000
+
+    @model_validator(mode="after")
+    def _ratios(self) -> RebalanceSettings:
+        if self.target_ratio > self.trigger_ratio:
+            raise ValueError("target_ratio must not exceed trigger_ratio")
+        return self
+
+    def tuning(self, smoothing: float) -> GroupTuning:
+        return GroupTuning(
+            rebalance_delay=self.delay,
+            leave_grace=self.leave_grace,
+            handoff_timeout=self.handoff_timeout,
+            lag_smoothing=smoothing,
+            policy=LagPolicy(
+                trigger_ratio=self.trigger_ratio,
+                target_ratio=self.target_ratio,
+                max_moves=self.max_moves,
+                min_lag=self.min_lag,
+            ),
+        )
+
+
+class HaSettings(_Section):
+    """Several replicas, one leader per group (docs/operations.md, "High availability")."""
+
+    enabled: bool = False
+    #: One partition per shard; groups hash onto shards (CRC-32 of the name).
+    control_topic: Name = "ballast.control"
+    shards: Annotated[int, Field(ge=1, le=1_000)] = 12
+    election_group: Name = "ballast-controllers"
+    #: A silent leader loses its shards after this long (Kafka group session timeout).
+    session_timeout: Annotated[float, BeforeValidator(_duration), Field(ge=1, le=300)] = 6.0
+    heartbeat_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0, le=60)] = 1.0
+    #: Identifies this replica in logs and /v1/leadership (default: host name and pid).
+    replica_id: str | None = None
+    #: Publish through one transactional producer per shard, ``<prefix>-<shard>``: a new
+    #: leader's init_transactions fences the old leader's producer. Needs a broker with
+    #: transactions (Apache Kafka; not Tansu 0.6). Epoch fencing applies either way.
+    transactional_id_prefix: Name | None = None
+
+    @model_validator(mode="after")
+    def _timing(self) -> HaSettings:
+        if self.heartbeat_interval * 3 > self.session_timeout:
+            raise ValueError("heartbeat_interval must be at most a third of session_timeout")
+        return self
+
+
+class GroupSettings(_Section):
+    name: Name
+    #: The consumer group id the fleet commits offsets under (default: ``name``).
+    commit_group: Name | None = None
+
+    @property
+    def offsets_group(self) -> str:
+        return self.commit_group or self.name
+
+
+class AssignmentsTopic(_Section):
+    name: Name = "ballast.assignments"
+    #: Used only when Ballast creates the topic.
+    partitions: Annotated[int, Field(ge=1, le=10_000)] = 12
+    replication_factor: Annotated[int, Field(ge=1, le=32)] = 1
+
+
+class HttpSettings(_Section):
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65_535)] = 8080
+    #: Bearer token for the mutating endpoints (pause, resume, rebalance, drain). Unset:
+    #: they answer 403 and the API is read-only.
+    admin_token: SecretStr | None = None
+    admin_token_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _token(self) -> HttpSettings:
+        for name, secret in _secret_from_files(self, "admin_token").items():
+            object.__setattr__(self, name, secret)
+        token = self.admin_token.get_secret_value() if self.admin_token else None
+        if token is not None and len(token) < 16:
+            raise ValueError("admin_token must be at least 16 characters")
+        return self
+
+
+class MetricsSettings(_Section):
+    #: Per-member series (lag, partitions) are opt-in and capped: member ids are unbounded.
+    per_member: bool = False
+    per_member_cap: Annotated[int, Field(ge=1, le=10_000)] = 50
+
+
+class LoggingSettings(_Section):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    #: ``auto``: console when stderr is a TTY, JSON otherwise.
+    format: Literal["auto", "json", "console"] = "auto"
+
+
+class Config(_Section):
+    kafka: KafkaSettings = KafkaSettings()
+    mqtt: MqttSettings = MqttSettings()
+    membership: MembershipSettings = MembershipSettings()
+    lag: LagSettings = LagSettings()
+    rebalance: RebalanceSettings = RebalanceSettings()
+    assignments: AssignmentsTopic = AssignmentsTopic()
+    groups: Annotated[list[GroupSettings], Field(min_length=1)]
+    http: HttpSettings = HttpSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    logging: LoggingSettings = LoggingSettings()
+    pipeline: PipelineSettings = PipelineSettings()
+    ha: HaSettings = HaSettings()
+
+    @model_validator(mode="after")
+    def _transactions_need_shards(self) -> Config:
+        if self.ha.transactional_id_prefix and not self.ha.enabled:
+            raise ValueError("ha.transactional_id_prefix needs ha.enabled: true (one id per shard)")
+        return self
+
+    @model_validator(mode="after")
+    def _unique_groups(self) -> Config:
+        names = [g.name for g in self.groups]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"group names must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+    def group(self, name: str) -> GroupSettings:
+        return next(g for g in self.groups if g.name == name)
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """``BALLAST_A__B=v`` -> ``{"a": {"b": v}}`` with ``v`` parsed as a YAML scalar."""
+    out: dict[str, Any] = {}
+    for key, raw in sorted(environ.items()):
+        if not key.startswith(ENV_PREFIX) or key in ("BALLAST_CONFIG", faultpoints.ENV):
+            continue
+        path = [p.lower() for p in key[len(ENV_PREFIX) :].split("__")]
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else raw
+        except yaml.YAMLError:
+            value = raw
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise InputError(f"environment {key}: conflicts with another override")
+        node[path[-1]] = value
+    return out
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_config(path: Path | None, environ: Mapping[str, str] | None = None) -> Config:
+    environ = os.environ if environ is None else environ
+    data: dict[str, Any] = {}
+    source = str(path) if path else "(defaults)"
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        except yaml.YAMLError as exc:
+            raise InputError(f"{path}: invalid YAML: {exc}") from exc
+        if loaded is not None and not isinstance(loaded, dict):
+            raise InputError(f"{path}: the top level must be a mapping of sections")
+        data = loaded or {}
+    overrides = env_overrides(environ)
+    merged = _merge(data, overrides)
+    try:
+        return Config.model_validate(merged)
+    except ValidationError as exc:
+        lines = []
+        for e in exc.errors()[:20]:
+            loc = [str(p) for p in e["loc"]]
+            where = ".".join(loc) or "(top level)"
+            env_key = ENV_PREFIX + "__".join(p.upper() for p in loc)
+            origin = f" (from environment {env_key})" if env_key in environ else ""
+            lines.append(f"{source}: {where}: {e['msg']}{origin}")
+        raise InputError("\n".join(lines)) from exc

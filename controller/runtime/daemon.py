@@ -1,0 +1,236 @@
+"""The controller daemon: starts and stops its parts, and routes what membership
+observes to the led groups.
+
+* ``ownership``: which groups this replica leads (acquire, fence, rebuild, release);
+* ``group_loop``: one task per led group (tick the state, publish its plans);
+* ``lag_ingest`` and ``metadata_watch``: lag and partition counts into the groups;
+* ``membership`` (MQTT or Kafka heartbeats) calls ``_seen`` and ``_gone`` here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from aiokafka.admin import AIOKafkaAdminClient
+
+from controller import logs
+from controller.core.group import RejectedError
+from controller.runtime.config import Config
+from controller.runtime.election import ShardElection
+from controller.runtime.group_view import group_view
+from controller.runtime.kafka_io import (
+    AssignmentLog,
+    AssignmentPublisher,
+    OffsetReader,
+    SamplePublisher,
+    client_options,
+    ensure_compacted_topic,
+)
+from controller.runtime.lag_ingest import LagIngest
+from controller.runtime.membership import KafkaHeartbeats, MqttPresence, Sink
+from controller.runtime.metadata_watch import watch_metadata
+from controller.runtime.metrics import Metrics
+from controller.runtime.ownership import Ownership
+from controller.runtime.replica_state import ManagedGroup, ReplicaState
+from controller.runtime.trace import TraceRecorder
+from controller.wire.records import Presence
+
+log = logs.get("ballast.controller")
+
+
+class Controller:
+    def __init__(
+        self, cfg: Config, metrics: Metrics | None = None, record: Path | None = None
+    ) -> None:
+        self.cfg = cfg
+        self.metrics = metrics or Metrics()
+        self.state = ReplicaState()
+        self._started = False
+        self._stopping = False
+        self._log = AssignmentLog(cfg, on_invalid=lambda why: self._invalid("assignment", why))
+        self._tasks: list[asyncio.Task[None]] = []
+        self._publisher = AssignmentPublisher(cfg)
+        self._samples = (
+            SamplePublisher(cfg, cfg.lag.samples_topic) if cfg.lag.samples_topic else None
+        )
+        self._membership: MqttPresence | KafkaHeartbeats | None = None
+        self.replica = cfg.ha.replica_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.failed = asyncio.Event()
+        self.failure = ""
+        self._recorder = TraceRecorder(record) if record else None
+        self.ownership = Ownership(
+            cfg,
+            self.metrics,
+            self.replica,
+            self.state,
+            assignment_log=self._log,
+            publisher=self._publisher,
+            recorder=self._recorder,
+            spawn=self._spawn,
+            fail=self._fail,
+            ready_changed=self._show_ready,
+            stopping=lambda: self._stopping,
+        )
+        self._lag = LagIngest(cfg, self.state, self._samples, self._invalid)
+
+    @property
+    def groups(self) -> dict[str, ManagedGroup]:
+        """The groups this replica leads now."""
+        return self.state.groups
+
+    @property
+    def election(self) -> ShardElection | None:
+        return self.ownership.election
+
+    def group_view(self, name: str) -> dict[str, object]:
+        return group_view(self.state.groups[name])
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        cfg = self.cfg
+        admin = AIOKafkaAdminClient(**client_options(cfg), client_id=cfg.kafka.client_id)
+        await admin.start()
+        try:
+            await ensure_compacted_topic(
+                admin,
+                cfg.assignments.name,
+                cfg.assignments.partitions,
+                cfg.assignments.replication_factor,
+            )
+        finally:
+            await admin.close()
+        self.metrics.connected.labels("kafka").set(1)
+        await self._publisher.start()
+        sink = Sink(self._seen, self._gone, frozenset(g.name for g in cfg.groups))
+        if cfg.membership.source == "mqtt":
+            self._membership = MqttPresence(cfg, sink, self.metrics)
+        else:
+            self._membership = KafkaHeartbeats(cfg, sink, self.metrics)
+            self.ownership.expect_heartbeats(self._membership.expect)
+        if cfg.ha.enabled:
+            own = self.ownership
+            own.election = ShardElection(cfg, self.replica, own.acquire_shards, own.release_shards)
+            await own.election.start()
+            self._spawn(own.election.run, "election")
+        else:
+            await self.ownership.acquire([g.name for g in cfg.groups], shard=None)
+        self._spawn(self._membership.run, "membership")
+        self._spawn(lambda: watch_metadata(cfg, self.state), "metadata")
+        if cfg.lag.source == "poll" or self._samples is not None:
+            if self._samples is not None:
+                await self._samples.start()
+            self._spawn(self._lag.poll, "lag-poll")
+        if cfg.lag.source == "topic":
+            self._spawn(self._lag.read_topic, "lag-topic")
+        if isinstance(self._membership, MqttPresence):
+            await asyncio.wait_for(self._membership.connected.wait(), timeout=30)
+        self._started = True
+        self._show_ready()
+        log.info("ready", groups=sorted(self.groups), replica=self.replica, ha=cfg.ha.enabled)
+
+    @property
+    def ready(self) -> bool:
+        return self._started and not self._stopping and not self.ownership.rebuilding
+
+    def _show_ready(self) -> None:
+        self.metrics.ready.set(1 if self.ready else 0)
+
+    def _fail(self, reason: str) -> None:
+        """Unrecoverable: log it and let ``run_daemon`` exit non-zero."""
+        log.error("fatal", reason=reason)
+        self.failure = reason
+        self.failed.set()
+
+    async def stop(self) -> None:
+        """Drain: let in-flight publications finish, then stop every task and client."""
+        self._stopping = True
+        self._show_ready()
+        if self.ownership.election is not None:
+            # Leave the election first: another replica takes over without waiting for
+            # this one's session to time out. Revocation stops the group loops.
+            try:
+                await asyncio.wait_for(self.ownership.election.stop(), 10)
+            except Exception as exc:
+                log.warning("election_did_not_stop", error=repr(exc))
+        deadline = time.monotonic() + 10
+        while any(g.publishing for g in self.groups.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        tasks = [*self._tasks, *self.ownership.group_tasks.values()]
+        for task in tasks:
+            task.cancel()
+        # Bounded: a client stuck in a slow disconnect must not hold the shutdown up.
+        if tasks:
+            _, stuck = await asyncio.wait(tasks, timeout=5)
+            for task in stuck:
+                log.warning("task_did_not_stop", task=task.get_name())
+        clients: list[AssignmentPublisher | OffsetReader | SamplePublisher | AssignmentLog]
+        clients = [
+            self._publisher,
+            *self.ownership.shard_publishers.values(),
+            *self.state.readers.values(),
+            self._log,
+        ]
+        if self._samples is not None:
+            clients.append(self._samples)
+        for closing in (c.stop() for c in clients):
+            try:
+                await asyncio.wait_for(closing, timeout=5)
+            except Exception as exc:  # includes TimeoutError
+                log.warning("client_did_not_stop", error=repr(exc))
+        if self._recorder is not None:
+            self._recorder.close()
+        log.info("stopped")
+
+    def _spawn(self, factory: Callable[[], Awaitable[None]], name: str) -> None:
+        self._tasks = [t for t in self._tasks if not t.done()]
+        self._tasks.append(asyncio.create_task(self._guard(factory, name), name=name))
+
+    async def _guard(self, factory: Callable[[], Awaitable[None]], name: str) -> None:
+        """A failing background task is logged and restarted, never silently lost."""
+        while True:
+            try:
+                await factory()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.metrics.task_failures.labels(name).inc()
+                log.error("task_failed", task=name, error=repr(exc))
+                await asyncio.sleep(1.0)
+
+    # ------------------------------------------------------------------ observations
+
+    def _seen(self, p: Presence) -> None:
+        self.state.heard.setdefault(p.group, {})[p.member] = p
+        self.state.last_seen.get(p.group, {}).pop(p.member, None)
+        g = self.groups.get(p.group)
+        if g is None:
+            return
+        try:
+            g.state.on_presence(p, time.monotonic())
+        except RejectedError as exc:
+            self._invalid("presence", str(exc))
+            return
+        known = g.state.engine.partitions_per_topic
+        if any(t not in known for t in p.topics):
+            self.state.metadata_wake.set()
+        g.wake.set()
+
+    def _gone(self, group: str, member: str, since: float | None) -> None:
+        self.state.heard.get(group, {}).pop(member, None)
+        if since is not None:
+            self.state.last_seen.setdefault(group, {})[member] = since
+        g = self.groups.get(group)
+        if g is not None:
+            g.state.on_gone(member, time.monotonic(), since)
+            g.wake.set()
+
+    def _invalid(self, source: str, reason: str) -> None:
+        self.metrics.invalid.labels(source).inc()
+        log.warning("invalid_message", source=source, reason=reason)

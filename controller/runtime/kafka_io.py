@@ -1,0 +1,405 @@
+"""Kafka I/O: the compacted assignments topic, committed/end offsets, topic metadata.
+
+Only standard Kafka APIs. Where a broker answers differently from Apache Kafka, the code
+takes the safe reading that is correct on both (see ``read_to_end``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as KafkaTP
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import KafkaError
+from aiokafka.helpers import create_ssl_context
+
+from assignors import TopicPartition
+from controller.core.handoff import Outgoing
+from controller.runtime.config import Config
+from controller.wire.assignments import EPOCH_HEADER, GENERATION_HEADER, log_entry
+from controller.wire.fencing import AssignmentView
+from controller.wire.records import (
+    Assignment,
+    Fence,
+    Logged,
+    OffsetSample,
+    assignment_key,
+    fence_key,
+    partition_key,
+)
+
+
+def client_options(cfg: Config) -> dict[str, Any]:
+    """Connection settings shared by every Kafka client of the controller: bootstrap,
+    TLS and SASL. The password leaves the config only here, into the client."""
+    k = cfg.kafka
+    opts: dict[str, Any] = {
+        "bootstrap_servers": k.bootstrap_servers,
+        "security_protocol": k.security_protocol,
+    }
+    if k.security_protocol in ("SSL", "SASL_SSL"):
+        opts["ssl_context"] = create_ssl_context(
+            cafile=str(k.ssl_cafile) if k.ssl_cafile else None,
+            certfile=str(k.ssl_certfile) if k.ssl_certfile else None,
+            keyfile=str(k.ssl_keyfile) if k.ssl_keyfile else None,
+            password=k.ssl_key_password.get_secret_value() if k.ssl_key_password else None,
+        )
+    if k.sasl_mechanism and k.sasl_password is not None:
+        opts["sasl_mechanism"] = k.sasl_mechanism
+        opts["sasl_plain_username"] = k.sasl_username
+        opts["sasl_plain_password"] = k.sasl_password.get_secret_value()
+    return opts
+
+
+class TopicConfigError(RuntimeError):
+    """The assignments topic exists but cannot be used as it is."""
+
+
+async def ensure_compacted_topic(
+    admin: AIOKafkaAdminClient, name: str, partitions: int, rf: int
+) -> int:
+    """Create ``name`` compacted if missing; refuse a non-compacted one. Returns its
+    partition count."""
+    existing = await admin.list_topics()
+    if name not in existing:
+        await admin.create_topics(
+            [NewTopic(name, partitions, rf, topic_configs={"cleanup.policy": "compact"})]
+        )
+        return partitions
+    described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
+    policy = None
+    for response in described:
+        for resource in response.resources:
+            for entry in resource[4]:
+                if entry[0] == "cleanup.policy":
+                    policy = entry[1]
+    if policy is None or "compact" not in policy.split(","):
+        raise TopicConfigError(
+            f"topic {name!r} exists with cleanup.policy={policy!r}; the assignments topic must "
+            f"be compacted (kafka-configs --alter --entity-type topics --entity-name {name} "
+            "--add-config cleanup.policy=compact), or configure another assignments.name"
+        )
+    meta = await admin.describe_topics([name])
+    return len(meta[0]["partitions"])
+
+
+async def read_to_end(
+    consumer: AIOKafkaConsumer, tps: list[KafkaTP], idle: float = 0.3
+) -> list[object]:
+    """Every record from the beginning to the current end of ``tps``."""
+    consumer.assign(tps)
+    await consumer.seek_to_beginning(*tps)
+    return await catch_up(consumer, tps, idle)
+
+
+async def catch_up(
+    consumer: AIOKafkaConsumer, tps: list[KafkaTP], idle: float = 0.3
+) -> list[object]:
+    """Every record from the consumer's positions to the current end of ``tps``.
+
+    The end is where both ListOffsets and the Fetch high watermark say it is: some brokers
+    (Tansu 0.6) answer ListOffsets with the last batch's base offset + 1, so reading to
+    that alone could stop inside the last batch.
+    """
+    ends = await consumer.end_offsets(tps)
+    out: list[object] = []
+    quiet_since: float | None = None
+    while True:
+        batch = await consumer.getmany(*tps, timeout_ms=int(idle * 1000))
+        for records in batch.values():
+            out.extend(records)
+        behind = False
+        for tp in tps:
+            position = await consumer.position(tp)
+            target = max(ends[tp], consumer.highwater(tp) or 0)
+            if position < target:
+                behind = True
+        if behind or batch:
+            quiet_since = None
+            continue
+        quiet_since = quiet_since or time.monotonic()
+        if time.monotonic() - quiet_since >= idle:
+            return out
+
+
+async def _assigned_reader(
+    connection: Mapping[str, Any], topic: str, client_id: str
+) -> tuple[AIOKafkaConsumer, list[KafkaTP]]:
+    consumer = AIOKafkaConsumer(
+        **connection,
+        client_id=client_id,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    partitions = consumer.partitions_for_topic(topic)
+    if partitions is None:
+        await consumer.topics()
+        partitions = consumer.partitions_for_topic(topic) or set()
+    return consumer, [KafkaTP(topic, p) for p in sorted(partitions)]
+
+
+async def read_assignment_log(
+    connection: Mapping[str, Any],
+    topic: str,
+    client_id: str,
+    on_invalid: Callable[[str], None] | None = None,
+) -> list[Logged]:
+    """Every valid entry of the assignments topic, in partition-offset order.
+    ``connection``: ``client_options(cfg)`` or at least ``bootstrap_servers``."""
+    consumer, tps = await _assigned_reader(connection, topic, client_id)
+    try:
+        entries = (log_entry(msg, on_invalid) for msg in await read_to_end(consumer, tps))
+        return [e for e in entries if e is not None]
+    finally:
+        await consumer.stop()
+
+
+class AssignmentLog:
+    """The assignments topic read into an ``AssignmentView``, from the beginning once and
+    then incrementally: a takeover reads only what was written since the last one."""
+
+    def __init__(self, cfg: Config, on_invalid: Callable[[str], None] | None = None) -> None:
+        self._cfg = cfg
+        self._on_invalid = on_invalid
+        self.view = AssignmentView()
+        self._consumer: AIOKafkaConsumer | None = None
+        self._tps: list[KafkaTP] = []
+        self._lock = asyncio.Lock()
+
+    async def catch_up(self) -> AssignmentView:
+        """Read everything written up to now (our own acknowledged writes included)."""
+        async with self._lock:
+            if self._consumer is None:
+                self._consumer, self._tps = await _assigned_reader(
+                    client_options(self._cfg),
+                    self._cfg.assignments.name,
+                    f"{self._cfg.kafka.client_id}-recovery",
+                )
+                messages = await read_to_end(self._consumer, self._tps)
+            else:
+                messages = await catch_up(self._consumer, self._tps)
+            for msg in messages:
+                entry = log_entry(msg, self._on_invalid)
+                if entry is not None:
+                    self.view.add(entry)
+            return self.view
+
+    async def stop(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+
+
+class AssignmentPublisher:
+    """Writes assignment records and tombstones; acks=all, idempotent where supported.
+
+    With a ``transactional_id`` each publication is one transaction, and starting the
+    publisher fences any older producer with the same id (the deposed leader's)."""
+
+    def __init__(self, cfg: Config, transactional_id: str | None = None) -> None:
+        self._cfg = cfg
+        self._transactional = transactional_id is not None
+        self._producer = AIOKafkaProducer(
+            **client_options(cfg),
+            client_id=f"{cfg.kafka.client_id}-publisher",
+            acks="all",
+            enable_idempotence=cfg.kafka.idempotent_producer or self._transactional,
+            transactional_id=transactional_id,
+            request_timeout_ms=int(cfg.kafka.request_timeout * 1000),
+            linger_ms=0,
+        )
+
+    async def start(self) -> None:
+        await self._producer.start()
+
+    async def stop(self) -> None:
+        await self._producer.stop()
+
+    async def publish_fence(self, group: str, epoch: int, replica: str) -> None:
+        """A fence marker for ``group`` on every partition of the assignments topic."""
+        topic = self._cfg.assignments.name
+        value = Fence(
+            group=group, controller_epoch=epoch, replica=replica, issued_at=time.time()
+        ).encode()
+        scope = self._producer.transaction() if self._transactional else contextlib.nullcontext()
+        async with scope:
+            partitions = sorted(await self._producer.partitions_for(topic))
+            futures = [
+                await self._producer.send(topic, value, key=fence_key(group), partition=p)
+                for p in partitions
+            ]
+            await asyncio.gather(*futures)
+
+    async def flush(self) -> None:
+        """Until every record handed to the producer is acknowledged or failed."""
+        await self._producer.flush()
+
+    async def publish(
+        self,
+        group: str,
+        epoch: int,
+        generation: int,
+        records: Iterable[Outgoing],
+        topics_of: Mapping[str, frozenset[str]],
+        *,
+        wall_clock: Callable[[float], float],
+    ) -> None:
+        """``wall_clock`` turns the state clock of ``absent_since`` into Unix time."""
+        scope = self._producer.transaction() if self._transactional else contextlib.nullcontext()
+        async with scope:
+            now = time.time()
+            futures = []
+            for rec in records:
+                key = assignment_key(group, rec.member)
+                if rec.partitions is None:
+                    value = None
+                else:
+                    value = Assignment(
+                        group=group,
+                        member=rec.member,
+                        generation=generation,
+                        controller_epoch=epoch,
+                        partitions=[(tp.topic, tp.partition) for tp in sorted(rec.partitions)],
+                        revoking=[(tp.topic, tp.partition) for tp in sorted(rec.revoking)],
+                        topics=sorted(topics_of.get(rec.member, ())),
+                        issued_at=now,
+                        absent_since=(
+                            None if rec.absent_since is None else wall_clock(rec.absent_since)
+                        ),
+                        instance=rec.instance,
+                    ).encode()
+                # Headers date tombstones too (their value must stay null for compaction).
+                headers = [
+                    (GENERATION_HEADER, str(generation).encode()),
+                    (EPOCH_HEADER, str(epoch).encode()),
+                ]
+                futures.append(
+                    await self._producer.send(
+                        self._cfg.assignments.name, value=value, key=key, headers=headers
+                    )
+                )
+            await asyncio.gather(*futures)
+
+
+class OffsetReader:
+    """Committed offsets of the fleet's group, end/beginning offsets, partition counts."""
+
+    def __init__(self, cfg: Config, commit_group: str) -> None:
+        self._cfg = cfg
+        self._group = commit_group
+        self._consumer = AIOKafkaConsumer(
+            **client_options(cfg),
+            client_id=f"{cfg.kafka.client_id}-lag",
+            group_id=commit_group,  # never subscribes: it only reads the group's commits
+            enable_auto_commit=False,
+        )
+        self._admin = AIOKafkaAdminClient(
+            **client_options(cfg), client_id=f"{cfg.kafka.client_id}-admin"
+        )
+        self._admin_offsets = True
+
+    async def start(self) -> None:
+        await self._consumer.start()
+        await self._admin.start()
+
+    async def stop(self) -> None:
+        await self._consumer.stop()
+        await self._admin.close()
+
+    async def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        wanted = sorted(set(topics))
+        if not wanted:
+            return {}
+        counts: dict[str, int] = {}
+        for meta in await self._admin.describe_topics(wanted):
+            if meta.get("error_code", 0) == 0:
+                counts[meta["topic"]] = len(meta["partitions"])
+        return counts
+
+    async def committed(self, tps: list[KafkaTP]) -> dict[KafkaTP, int | None]:
+        """The group's committed offsets: OffsetFetch through the admin API, falling back
+        to one OffsetFetch per partition where a broker rejects the admin request."""
+        if self._admin_offsets:
+            try:
+                got = await self._admin.list_consumer_group_offsets(self._group, partitions=tps)
+                return {
+                    tp: (got[tp].offset if tp in got and got[tp].offset >= 0 else None)
+                    for tp in tps
+                }
+            except (KafkaError, OSError, TimeoutError):
+                self._admin_offsets = False
+        return {tp: await self._consumer.committed(tp) for tp in tps}
+
+    async def offsets(
+        self, partitions_per_topic: Mapping[str, int], with_start: bool
+    ) -> dict[TopicPartition, PartitionOffsets]:
+        """Committed, end and (when asked) beginning offsets of every partition."""
+        tps = [KafkaTP(t, p) for t, n in sorted(partitions_per_topic.items()) for p in range(n)]
+        if not tps:
+            return {}
+        committed = await self.committed(tps)
+        ends = await self._consumer.end_offsets(tps)
+        begins = await self._consumer.beginning_offsets(tps) if with_start else {}
+        return {
+            TopicPartition(tp.topic, tp.partition): PartitionOffsets(
+                committed.get(tp), ends.get(tp, 0), begins.get(tp)
+            )
+            for tp in tps
+        }
+
+
+class PartitionOffsets(NamedTuple):
+    committed: int | None
+    log_end: int
+    log_start: int | None
+
+    def lag(self, reset: str) -> int:
+        """Offsets behind; without a commit, as ``auto.offset.reset`` would start."""
+        done = self.committed
+        if done is None:
+            done = self.log_end if reset == "latest" else (self.log_start or 0)
+        return max(0, self.log_end - done)
+
+
+class SamplePublisher:
+    """Writes the poller's raw offsets to the samples topic for the Spark lag job."""
+
+    def __init__(self, cfg: Config, topic: str) -> None:
+        self._topic = topic
+        self._producer = AIOKafkaProducer(
+            **client_options(cfg),
+            client_id=f"{cfg.kafka.client_id}-samples",
+            acks="all",
+            linger_ms=20,
+            request_timeout_ms=int(cfg.kafka.request_timeout * 1000),
+        )
+
+    async def start(self) -> None:
+        await self._producer.start()
+
+    async def stop(self) -> None:
+        await self._producer.stop()
+
+    async def publish(
+        self, group: str, offsets: Mapping[TopicPartition, PartitionOffsets], sampled_at: float
+    ) -> None:
+        futures = []
+        for tp, o in sorted(offsets.items()):
+            sample = OffsetSample(
+                group=group,
+                topic=tp.topic,
+                partition=tp.partition,
+                committed=o.committed,
+                log_end=o.log_end,
+                log_start=o.log_start,
+                sampled_at=sampled_at,
+            )
+            key = partition_key(group, tp.topic, tp.partition)
+            futures.append(await self._producer.send(self._topic, sample.encode(), key=key))
+        await asyncio.gather(*futures)

@@ -1,0 +1,120 @@
+"""Lag into the led groups: polled from offsets (``lag.source: poll``, also the raw
+samples for the Spark job), or read from the lag topic the Spark job writes
+(``lag.source: topic``), every record validated."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from aiokafka import AIOKafkaConsumer
+
+from assignors import TopicPartition
+from controller import logs
+from controller.runtime.config import Config
+from controller.runtime.kafka_io import SamplePublisher, client_options
+from controller.runtime.replica_state import ReplicaState, subscribed
+from controller.wire.records import DecodeError, LagRecord, decode, split_key
+
+log = logs.get("ballast.controller")
+
+
+class LagIngest:
+    def __init__(
+        self,
+        cfg: Config,
+        state: ReplicaState,
+        samples: SamplePublisher | None,
+        invalid: Callable[[str, str], None],
+    ) -> None:
+        self.cfg = cfg
+        self._state = state
+        self._samples = samples
+        self._invalid = invalid
+
+    async def poll(self) -> None:
+        """Offsets of every subscribed partition: lag for the groups (``source: poll``)
+        and raw samples for the Spark job (``samples_topic``)."""
+        reset = self.cfg.lag.auto_offset_reset
+        use_lag = self.cfg.lag.source == "poll"
+        while True:
+            for g in list(self._state.groups.values()):
+                topics = subscribed(g.state.engine.members)
+                ppt = {
+                    t: n
+                    for t, n in g.state.engine.partitions_per_topic.items()
+                    if n > 0 and t in topics
+                }
+                try:
+                    offsets = await self._state.readers[g.name].offsets(ppt, reset == "earliest")
+                    if self._samples is not None and offsets:
+                        await self._samples.publish(g.name, offsets, time.time())
+                except Exception as exc:
+                    log.warning("lag_poll_failed", group=g.name, error=repr(exc))
+                    continue
+                if use_lag and offsets:
+                    g.state.on_lag(
+                        {tp: o.lag(reset) for tp, o in offsets.items()}, time.monotonic()
+                    )
+                    g.wake.set()
+            await asyncio.sleep(self.cfg.lag.poll_interval)
+
+    async def read_topic(self) -> None:
+        consumer = AIOKafkaConsumer(
+            self.cfg.lag.topic,
+            **client_options(self.cfg),
+            client_id=f"{self.cfg.kafka.client_id}-lag-topic",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        try:
+            while True:
+                batch = await consumer.getmany(timeout_ms=500)
+                readings: dict[str, dict[TopicPartition, int | None]] = {}
+                for records in batch.values():
+                    for msg in records:
+                        self.record(msg, readings)
+                now = time.monotonic()
+                for name, lag in readings.items():
+                    if name not in self._state.groups:  # released meanwhile
+                        continue
+                    state = self._state.groups[name].state
+                    state.forget_lag((tp for tp, v in lag.items() if v is None), now)
+                    state.on_lag({tp: v for tp, v in lag.items() if v is not None}, now)
+                    self._state.groups[name].wake.set()
+        finally:
+            await consumer.stop()
+
+    def record(self, msg: object, readings: dict[str, dict[TopicPartition, int | None]]) -> None:
+        """One lag record into ``readings`` (None: a tombstone, forget the partition)."""
+        source = f"{msg.topic}[{msg.partition}]@{msg.offset}"  # type: ignore[attr-defined]
+        try:
+            group, topic, partition = split_key(msg.key, source, parts=3)  # type: ignore[attr-defined]
+            if msg.value is None:  # type: ignore[attr-defined]
+                if group in self._state.groups and partition.isdigit():
+                    tp = TopicPartition(topic, int(partition))
+                    readings.setdefault(group, {})[tp] = None
+                return
+            rec = decode(LagRecord, msg.value, source)  # type: ignore[attr-defined]
+        except DecodeError as exc:
+            self._invalid("lag", str(exc))
+            return
+        if (rec.group, rec.topic, str(rec.partition)) != (group, topic, partition):
+            self._invalid(
+                "lag", f"{source}: key {group}/{topic}/{partition} disagrees with the body"
+            )
+            return
+        if group not in self._state.groups:
+            return
+        known = self._state.groups[group].state.engine.partitions_per_topic
+        if rec.partition >= known.get(rec.topic, 0):
+            self._invalid(
+                "lag",
+                f"{source}: {rec.topic}-{rec.partition} is not a partition of a subscribed topic",
+            )
+            return
+        weight = rec.weight(self.cfg.lag.weight)
+        if weight is not None:
+            readings.setdefault(group, {})[TopicPartition(rec.topic, rec.partition)] = weight

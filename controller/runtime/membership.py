@@ -1,0 +1,221 @@
+"""Membership sources. Both produce the same two observations for the daemon:
+
+* ``seen(presence)``: a valid presence message (join, update, ack or clean leave);
+* ``gone(group, member, since)``: the member's presence ended without a clean leave;
+  ``since`` is when it was last seen (monotonic clock), None when that is unknown (its
+  presence vanished while we were disconnected).
+
+MQTT: retained messages on ``<prefix>/<group>/members/<member>``; an empty retained message
+(the member's Will, or its own clear) means gone. Kafka: heartbeats keyed
+``<group>/<member>`` on a topic; silence for ``session_timeout`` means gone and a tombstone
+is a clean leave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import aiomqtt
+from aiokafka import AIOKafkaConsumer
+
+from controller import logs
+from controller.runtime.config import Config, MqttSettings
+from controller.runtime.kafka_io import client_options
+from controller.runtime.metrics import Metrics
+from controller.wire.presence import MqttAuth
+from controller.wire.records import DecodeError, Presence, decode, split_key
+
+log = logs.get("ballast.membership")
+
+Seen = Callable[[Presence], None]
+Gone = Callable[[str, str, float | None], None]
+
+
+@dataclass
+class Sink:
+    seen: Seen
+    gone: Gone
+    groups: frozenset[str]
+
+
+def mqtt_auth(m: MqttSettings) -> MqttAuth:
+    """The daemon's MQTT credentials and TLS from its configuration."""
+    tls = None
+    if m.tls:
+        tls = aiomqtt.TLSParameters(
+            ca_certs=str(m.ca_file) if m.ca_file else None,
+            certfile=str(m.cert_file) if m.cert_file else None,
+            keyfile=str(m.key_file) if m.key_file else None,
+        )
+    password = m.password.get_secret_value() if m.password else None
+    return MqttAuth(m.username, password, tls)
+
+
+def _invalid(metrics: Metrics, source: str, reason: str) -> None:
+    metrics.invalid.labels(source).inc()
+    log.warning("invalid_message", source=source, reason=reason)
+
+
+class MqttPresence:
+    """Reads presence from MQTT, reconnecting with backoff.
+
+    Retained messages are redelivered on every (re)subscribe. A member whose presence was
+    cleared while we were disconnected is never redelivered, so after each resubscribe the
+    members not heard from within ``resync`` seconds are reported gone.
+    """
+
+    def __init__(self, cfg: Config, sink: Sink, metrics: Metrics, resync: float = 2.0) -> None:
+        self._cfg = cfg
+        self._sink = sink
+        self._metrics = metrics
+        self._resync = resync
+        self._live: set[tuple[str, str]] = set()
+        self.connected = asyncio.Event()
+
+    async def run(self) -> None:
+        m = self._cfg.mqtt
+        backoff = 0.2
+        pattern = f"{m.topic_prefix}/+/members/+"
+        while True:
+            try:
+                auth = mqtt_auth(m)
+                async with aiomqtt.Client(
+                    m.host,
+                    m.port,
+                    identifier=m.client_id,
+                    keepalive=m.keepalive,
+                    clean_session=True,
+                    username=auth.username,
+                    password=auth.password,
+                    tls_params=auth.tls,
+                ) as client:
+                    await client.subscribe(pattern, qos=1)
+                    self._metrics.connected.labels("mqtt").set(1)
+                    self.connected.set()
+                    log.info("mqtt_connected", host=m.host, port=m.port)
+                    backoff = 0.2
+                    heard: set[tuple[str, str]] = set()
+                    resync = asyncio.get_running_loop().call_later(self._resync, self._sweep, heard)
+                    try:
+                        async for message in client.messages:
+                            key = self._handle(message.topic.value, bytes(message.payload or b""))
+                            if key is not None:
+                                heard.add(key)
+                    finally:
+                        resync.cancel()
+            except aiomqtt.MqttError as exc:
+                self._metrics.connected.labels("mqtt").set(0)
+                self.connected.clear()
+                log.warning("mqtt_disconnected", error=str(exc), retry_in=backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def _sweep(self, heard: set[tuple[str, str]]) -> None:
+        for group, member in sorted(self._live - heard):
+            self._live.discard((group, member))
+            log.info("presence_lost_while_disconnected", group=group, member=member)
+            self._sink.gone(group, member, None)
+
+    def _handle(self, topic: str, payload: bytes) -> tuple[str, str] | None:
+        parts = topic.split("/")
+        if len(parts) != 4 or parts[2] != "members":
+            _invalid(self._metrics, "presence", f"{topic}: unexpected topic")
+            return None
+        _, group, _, member = parts
+        if group not in self._sink.groups:
+            return None  # another controller's group, or a retired one
+        if not payload:
+            self._live.discard((group, member))
+            self._sink.gone(group, member, time.monotonic())
+            return (group, member)
+        try:
+            p = decode(Presence, payload, topic)
+        except DecodeError as exc:
+            _invalid(self._metrics, "presence", str(exc))
+            return None
+        if p.group != group or p.member != member:
+            _invalid(self._metrics, "presence", f"{topic}: body names {p.group}/{p.member}")
+            return None
+        if p.state == "leaving":
+            self._live.discard((group, member))
+        else:
+            self._live.add((group, member))
+        self._sink.seen(p)
+        return (group, member)
+
+
+class KafkaHeartbeats:
+    """Reads heartbeats from a Kafka topic; expires members silent for session_timeout."""
+
+    def __init__(self, cfg: Config, sink: Sink, metrics: Metrics) -> None:
+        self._cfg = cfg
+        self._sink = sink
+        self._metrics = metrics
+        self._last: dict[tuple[str, str], float] = {}
+
+    def expect(self, group: str, member: str) -> None:
+        """A recovered member: alive until it stays silent for a session timeout."""
+        self._last.setdefault((group, member), time.monotonic())
+
+    async def run(self) -> None:
+        consumer = AIOKafkaConsumer(
+            self._cfg.membership.heartbeat_topic,
+            **client_options(self._cfg),
+            client_id=f"{self._cfg.kafka.client_id}-heartbeats",
+            enable_auto_commit=False,
+            auto_offset_reset="latest",
+        )
+        await consumer.start()
+        self._metrics.connected.labels("heartbeats").set(1)
+        expiry = asyncio.create_task(self._expire_loop())
+        try:
+            async for msg in consumer:
+                self._handle(msg.key, msg.value, f"{msg.topic}[{msg.partition}]@{msg.offset}")
+        finally:
+            expiry.cancel()
+            self._metrics.connected.labels("heartbeats").set(0)
+            await consumer.stop()
+
+    def _handle(self, key: bytes | None, value: bytes | None, source: str) -> None:
+        try:
+            group, member = split_key(key, source)
+        except DecodeError as exc:
+            _invalid(self._metrics, "heartbeat", str(exc))
+            return
+        if group not in self._sink.groups:
+            return
+        if value is None:  # tombstone: clean leave
+            self._last.pop((group, member), None)
+            self._sink.seen(Presence(group=group, member=member, topics=[], state="leaving"))
+            return
+        try:
+            p = decode(Presence, value, source)
+        except DecodeError as exc:
+            _invalid(self._metrics, "heartbeat", str(exc))
+            return
+        if p.group != group or p.member != member:
+            _invalid(
+                self._metrics,
+                "heartbeat",
+                f"{source}: key {group}/{member} but body {p.group}/{p.member}",
+            )
+            return
+        if p.state == "leaving":
+            self._last.pop((group, member), None)
+        else:
+            self._last[(group, member)] = time.monotonic()
+        self._sink.seen(p)
+
+    async def _expire_loop(self) -> None:
+        timeout = self._cfg.membership.session_timeout
+        while True:
+            await asyncio.sleep(min(1.0, timeout / 4))
+            now = time.monotonic()
+            for (group, member), last in sorted(self._last.items()):
+                if now - last > timeout:
+                    del self._last[(group, member)]
+                    log.info("session_expired", group=group, member=member)
+                    self._sink.gone(group, member, last)

@@ -1,0 +1,283 @@
+"""Which groups this replica leads (docs/fencing.md). Taking a group, at start-up or for a
+shard won in the election: read the assignments topic, take an epoch no other tenure
+has (the election's register with HA, else above the log's highest), write a fence
+marker to every partition, read the topic again up to those markers, and rebuild the
+group from the records that count. A group task that fails is counted and the group
+rebuilt from the log within the same tenure. Releasing stops publication at once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+
+from controller import logs
+from controller.core.group import GroupState, Recovered, RejectedError
+from controller.runtime import faultpoints
+from controller.runtime.config import Config
+from controller.runtime.election import ShardElection, shard_of
+from controller.runtime.group_loop import GroupLoop
+from controller.runtime.kafka_io import AssignmentLog, AssignmentPublisher, OffsetReader
+from controller.runtime.metrics import Metrics
+from controller.runtime.replica_state import ManagedGroup, ReplicaState
+from controller.runtime.trace import TraceRecorder
+from controller.wire.fencing import AssignmentView
+
+log = logs.get("ballast.controller")
+
+
+class Ownership:
+    def __init__(
+        self,
+        cfg: Config,
+        metrics: Metrics,
+        replica: str,
+        state: ReplicaState,
+        *,
+        assignment_log: AssignmentLog,
+        publisher: AssignmentPublisher,
+        recorder: TraceRecorder | None,
+        spawn: Callable[[Callable[[], Awaitable[None]], str], None],
+        fail: Callable[[str], None],
+        ready_changed: Callable[[], None],
+        stopping: Callable[[], bool],
+    ) -> None:
+        self.cfg = cfg
+        self.metrics = metrics
+        self.replica = replica
+        self._state = state
+        self._log = assignment_log
+        self._publisher = publisher
+        self._recorder = recorder
+        self._spawn = spawn
+        self._fail = fail
+        self._ready_changed = ready_changed
+        self._stopping = stopping
+        #: Set when ``ha.enabled``: the shards this replica won.
+        self.election: ShardElection | None = None
+        #: With the Kafka membership source: expect heartbeats from a recovered member.
+        self._expect: Callable[[str, str], None] | None = None
+        #: Groups whose task failed and that are being rebuilt (not ready meanwhile).
+        self.rebuilding: set[str] = set()
+        self.group_tasks: dict[str, asyncio.Task[None]] = {}
+        self.shard_publishers: dict[int, AssignmentPublisher] = {}
+        self.loop = GroupLoop(
+            cfg,
+            metrics,
+            publisher_for=self.publisher_for,
+            still_leader=self.still_leader,
+            stopping=stopping,
+        )
+
+    def expect_heartbeats(self, expect: Callable[[str, str], None]) -> None:
+        self._expect = expect
+
+    async def acquire_shards(self, shards: frozenset[int]) -> None:
+        n = self.cfg.ha.shards
+        prefix = self.cfg.ha.transactional_id_prefix
+        if prefix is not None:
+            for shard in sorted(shards - self.shard_publishers.keys()):
+                publisher = AssignmentPublisher(self.cfg, f"{prefix}-{shard}")
+                try:
+                    await publisher.start()  # init_transactions: fences the old leader
+                except Exception as exc:
+                    self._fail(
+                        f"ha.transactional_id_prefix: cannot start a transactional producer "
+                        f"(does the broker support transactions?): {exc!r}"
+                    )
+                    return
+                self.shard_publishers[shard] = publisher
+        for shard in sorted(shards):
+            names = [g.name for g in self.cfg.groups if shard_of(g.name, n) == shard]
+            log.info("shards_acquired", shards=[shard], groups=len(names))
+            self.metrics.leadership_changes.labels("acquired").inc(len(names))
+            await self.acquire(names, shard)
+
+    async def release_shards(self, shards: frozenset[int]) -> None:
+        faultpoints.reached("release.before_cancel")
+        n = self.cfg.ha.shards
+        names = [name for name in self._state.groups if shard_of(name, n) in shards]
+        log.info("shards_released", shards=sorted(shards), groups=len(names))
+        self.metrics.leadership_changes.labels("released").inc(len(names))
+        await self.release(names)
+        for shard in shards:
+            publisher = self.shard_publishers.pop(shard, None)
+            if publisher is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(publisher.stop(), 5)
+
+    def publisher_for(self, group: str) -> AssignmentPublisher:
+        if not self.shard_publishers:
+            return self._publisher
+        return self.shard_publishers[shard_of(group, self.cfg.ha.shards)]
+
+    async def acquire(self, names: list[str], shard: int | None) -> None:
+        """Lead these groups (docs/fencing.md): read the log, take an epoch no other
+        tenure has, fence every partition of the topic, read up to the fences, rebuild."""
+        names = [name for name in names if name not in self._state.groups]
+        if not names:
+            return
+        view = await self._log.catch_up()
+        faultpoints.reached("acquire.after_read")
+        floor = max((view.max_epoch.get(name, 0) for name in names), default=0)
+        if self.election is not None and shard is not None:
+            epoch = await self.election.claim_epoch(shard, floor)
+        else:
+            epoch = floor + 1
+        faultpoints.reached("acquire.before_fence")
+        if epoch is None or not await self._fence(names, epoch, shard):
+            log.warning("acquire_refused", shard=shard, groups=len(names))
+            self._retry_acquire(names, shard)
+            return
+        view = await self._log.catch_up()
+        for name in names:
+            g = self.cfg.group(name)
+            reader = OffsetReader(self.cfg, g.offsets_group)
+            await reader.start()
+            self._state.readers[name] = reader
+            managed = await self._rebuild(name, view, epoch)
+            self._state.groups[name] = managed
+            self.group_tasks[name] = asyncio.create_task(
+                self._supervise(name), name=f"group-{name}"
+            )
+            self.metrics.leader.labels(name).set(1)
+            self.metrics.epoch.labels(name).set(epoch)
+            self.metrics.generation.labels(name).set(managed.state.reconciler.generation)
+            log.info(
+                "group_acquired",
+                group=name,
+                members=len(managed.state.reconciler.granted),
+                generation=managed.state.reconciler.generation,
+                epoch=epoch,
+                replica=self.replica,
+            )
+        self._state.metadata_wake.set()
+
+    def _retry_acquire(self, names: list[str], shard: int | None) -> None:
+        """A refusal can be passing (coordinator moving): try again while the election
+        still gives us the shard. Deposed for good, the next rebalance releases it."""
+
+        async def retry() -> None:
+            await asyncio.sleep(1.0)
+            if self.election is not None and shard in self.election.owned:
+                await self.acquire(names, shard)
+
+        self._spawn(retry, "acquire-retry")
+
+    async def _fence(self, names: list[str], epoch: int, shard: int | None) -> bool:
+        """Fence markers for every group, retried until written; False once deposed."""
+        for name in names:
+            backoff = 0.1
+            while True:
+                if not await self.still_leader(shard):
+                    return False
+                try:
+                    await self.publisher_for(name).publish_fence(name, epoch, self.replica)
+                    break
+                except Exception as exc:
+                    self.metrics.publish_errors.inc()
+                    log.warning("fence_failed", group=name, error=repr(exc), retry_in=backoff)
+                    if self._stopping():
+                        return False
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 5.0)
+        return True
+
+    async def still_leader(self, shard: int | None) -> bool:
+        """Without HA there is no one to ask; with HA, the coordinator (``confirm``)."""
+        return self.election is None or shard is None or await self.election.confirm(shard)
+
+    async def _rebuild(self, name: str, view: AssignmentView, epoch: int) -> ManagedGroup:
+        """The group's state from the records that count, with what presence was heard."""
+        records = {
+            member: (view.order[(name, member)], logged.record)
+            for member, logged in view.group_records(name).items()
+        }
+        recovered, conflicts = Recovered.from_records(
+            records, max(view.max_generation.get(name, 0), 0), epoch, state_clock
+        )
+        for detail in conflicts:
+            self.metrics.recovery_conflicts.labels(name).inc()
+            log.warning("recovery_conflict", group=name, detail=detail)
+        topics = {t for ts in recovered.topics.values() for t in ts}
+        counts = await self._state.readers[name].partition_counts(topics)
+        now = time.monotonic()
+        state = GroupState(
+            name, self.cfg.rebalance.tuning(self.cfg.lag.smoothing), counts, recovered, now
+        )
+        for p in self._state.heard.get(name, {}).values():
+            with contextlib.suppress(RejectedError):
+                state.on_presence(p, now)
+        for member, since in self._state.last_seen.get(name, {}).items():
+            state.seen_absent(member, since)
+        if self._expect is not None:
+            for member in recovered.granted:
+                self._expect(name, member)
+        if self._recorder is not None:
+            self._recorder.attach(state)
+        managed = ManagedGroup(name, state, epoch)
+        managed.wake.set()
+        return managed
+
+    async def _supervise(self, name: str) -> None:
+        """Run the group's loop; if it fails, count it and rebuild the group from the log
+        within the same tenure (same epoch: this replica still leads it)."""
+        while True:
+            try:
+                await self.loop.run(self._state.groups[name])
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.metrics.task_failures.labels("group").inc()
+                log.error("task_failed", task=f"group-{name}", error=repr(exc))
+                self.rebuilding.add(name)
+                self._ready_changed()
+                try:
+                    await self._rebuild_until_done(name)
+                finally:
+                    self.rebuilding.discard(name)
+                    self._ready_changed()
+
+    async def _rebuild_until_done(self, name: str) -> None:
+        """Rebuild a failed group from the log, retrying (counted) until it works."""
+        backoff = 1.0
+        while True:
+            await asyncio.sleep(backoff)
+            try:
+                # Whatever the failed loop handed the producer lands before we read.
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self.publisher_for(name).flush(), 10)
+                epoch = self._state.groups[name].epoch
+                self._state.groups[name] = await self._rebuild(
+                    name, await self._log.catch_up(), epoch
+                )
+                log.info("group_rebuilt", group=name, epoch=epoch)
+                return
+            except Exception as exc:
+                self.metrics.task_failures.labels("group").inc()
+                log.error("group_rebuild_failed", group=name, error=repr(exc), retry_in=backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    async def release(self, names: list[str]) -> None:
+        """Stop leading these groups at once: no further publication."""
+        for name in names:
+            group = self._state.groups.pop(name, None)
+            task = self.group_tasks.pop(name, None)
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            reader = self._state.readers.pop(name, None)
+            if reader is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(reader.stop(), 5)
+            self.metrics.leader.labels(name).set(0)
+            if group is not None:
+                log.info("group_released", group=name, epoch=group.epoch, replica=self.replica)
+
+
+def state_clock(unix: float) -> float:
+    """A Unix time from a record on the monotonic clock the group state runs on."""
+    return time.monotonic() + (unix - time.time())

@@ -1,0 +1,51 @@
+"""What the parts of one replica's daemon share: the groups it leads now, and what it
+has heard of every configured group's members, led or not."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from assignors import TopicPartition
+from controller.core.group import GroupState
+from controller.runtime.kafka_io import OffsetReader
+from controller.wire.records import Presence
+
+
+@dataclass
+class ManagedGroup:
+    """A group this replica leads: its state, its tenure's epoch, and its task's flags."""
+
+    name: str
+    state: GroupState
+    epoch: int
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    revoked_at: dict[TopicPartition, float] = field(default_factory=dict)
+    publishing: bool = False
+    warned_topics: set[str] = field(default_factory=set)
+
+
+@dataclass
+class ReplicaState:
+    groups: dict[str, ManagedGroup] = field(default_factory=dict)
+    #: Offsets and partition counts for each led group.
+    readers: dict[str, OffsetReader] = field(default_factory=dict)
+    #: Latest presence of every member of every configured group, led or not: a
+    #: replica taking a group over starts from what the fleet already announced.
+    heard: dict[str, dict[str, Presence]] = field(default_factory=dict)
+    #: When this replica saw members of every configured group leave (monotonic): a
+    #: takeover counts their grace from there, not from the takeover.
+    last_seen: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: Partition counts may have changed or be newly needed (a led group, a new topic).
+    metadata_wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def subscribed(members: dict[str, frozenset[str]]) -> set[str]:
+    return {t for topics in members.values() for t in topics}
+
+
+def skew(member_lag: dict[str, int]) -> float:
+    if not member_lag:
+        return 1.0
+    mean = sum(member_lag.values()) / len(member_lag)
+    return max(member_lag.values()) / mean if mean > 0 else 1.0

@@ -1,0 +1,2 @@
+"""For operators and developers: the demo, embedded brokers, the simulated fleet,
+audit, scenarios, the fault suite."""

@@ -1,0 +1,211 @@
+"""A simulated fleet for tests, benchmarks and the demo: real MQTT presence (with Wills),
+real reading of the assignments topic. Members do no consuming; applying a record means
+announcing its generation and partitions, as a real client does after ``assign()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import aiomqtt
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as KafkaTP
+
+from assignors import TopicPartition
+from controller.wire.assignments import log_entry
+from controller.wire.fencing import AssignmentView, Verdict
+from controller.wire.presence import member_client
+from controller.wire.records import Assignment, LoggedFence, Presence, presence_topic
+
+
+@dataclass
+class SimMember:
+    name: str
+    topics: list[str]
+    client: aiomqtt.Client
+    #: This incarnation (``Presence.instance``): a restart is a new one.
+    instance: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+    generation: int = -1
+    partitions: frozenset[TopicPartition] = frozenset()
+
+
+class Fleet:
+    def __init__(
+        self,
+        bootstrap: str,
+        mqtt_port: int,
+        group: str,
+        *,
+        assignments_topic: str = "ballast.assignments",
+        prefix: str = "ballast",
+        keepalive: int = 5,
+        mqtt_host: str = "127.0.0.1",
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.mqtt_host = mqtt_host
+        self.mqtt_port = mqtt_port
+        self.group = group
+        self.topic = assignments_topic
+        self.prefix = prefix
+        self.keepalive = keepalive
+        self.members: dict[str, SimMember] = {}
+        self._view = AssignmentView()
+        self.on_apply: Callable[[SimMember], None] | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._latest: dict[str, Assignment | None] = {}
+
+    def presence_topic(self, member: str) -> str:
+        return presence_topic(self.prefix, self.group, member)
+
+    async def start(self) -> None:
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+        )
+        await self._consumer.start()
+        deadline = time.monotonic() + 30
+        while not self._consumer.partitions_for_topic(self.topic):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {self.topic} never appeared")
+            await self._consumer.topics()
+            await asyncio.sleep(0.1)
+        parts = self._consumer.partitions_for_topic(self.topic) or set()
+        tps = [KafkaTP(self.topic, p) for p in sorted(parts)]
+        self._consumer.assign(tps)
+        await self._consumer.seek_to_beginning(*tps)
+        self._reader = asyncio.create_task(self._read())
+
+    async def stop(self) -> None:
+        """Every member stops as a restarting client does: presence cleared, no leave."""
+        for m in list(self.members.values()):
+            with contextlib.suppress(Exception):
+                await m.client.publish(self.presence_topic(m.name), b"", qos=1, retain=True)
+                await m.client.__aexit__(None, None, None)
+        self.members.clear()
+        if self._reader:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
+        if self._consumer:
+            await self._consumer.stop()
+
+    async def join(self, name: str, topics: list[str]) -> SimMember:
+        client = member_client(
+            self.mqtt_host,
+            self.mqtt_port,
+            f"sim-{self.group}-{name}",
+            self.presence_topic(name),
+            self.keepalive,
+        )
+        await client.__aenter__()
+        member = SimMember(name, topics, client)
+        # Like the real client: see everything published so far (our own tombstone
+        # included) before picking up our last record.
+        await self._caught_up()
+        self.members[name] = member
+        await self.catch_up(member)
+        return member
+
+    async def announce(self, member: SimMember, state: str = "active") -> None:
+        body = Presence(
+            group=self.group,
+            member=member.name,
+            topics=member.topics,
+            instance=member.instance,
+            state=state,  # type: ignore[arg-type]
+            generation=member.generation,
+            partitions=sorted((tp.topic, tp.partition) for tp in member.partitions),
+            sent_at=time.time(),
+        )
+        await member.client.publish(
+            self.presence_topic(member.name), body.encode(), qos=1, retain=True
+        )
+
+    async def catch_up(self, member: SimMember) -> None:
+        """Apply the member's latest record, as a client does on (re)start, and announce."""
+        latest = self._latest.get(member.name)
+        if latest is not None and latest.generation > member.generation:
+            self._apply(member, latest)  # a restart holds nothing until issued to it
+        await self.announce(member)
+
+    async def leave(self, name: str) -> None:
+        """Clean leave: stop consuming, say so, clear presence, disconnect."""
+        member = self.members.pop(name)
+        member.partitions = frozenset()
+        await self.announce(member, state="leaving")
+        await member.client.publish(self.presence_topic(name), b"", qos=1, retain=True)
+        await member.client.__aexit__(None, None, None)
+
+    async def crash(self, name: str) -> None:
+        """Drop the connection without DISCONNECT: the broker publishes the Will."""
+        member = self.members.pop(name)
+        sock = member.client._client.socket()  # private, on purpose: simulating a crash
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(Exception):
+            await member.client.__aexit__(None, None, None)
+
+    async def _caught_up(self) -> None:
+        assert self._consumer is not None
+        tps = sorted(self._consumer.assignment(), key=lambda tp: tp.partition)
+        ends = await self._consumer.end_offsets(tps)
+        targets = {tp: max(ends[tp], self._consumer.highwater(tp) or 0) for tp in tps}
+        for tp, end in targets.items():
+            while await self._consumer.position(tp) < end:
+                await asyncio.sleep(0.01)
+
+    def owners(self) -> dict[TopicPartition, list[str]]:
+        out: dict[TopicPartition, list[str]] = {}
+        for m in self.members.values():
+            for tp in m.partitions:
+                out.setdefault(tp, []).append(m.name)
+        return out
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise TimeoutError("condition not reached")
+            await asyncio.sleep(0.02)
+
+    async def _read(self) -> None:
+        assert self._consumer is not None
+        async for msg in self._consumer:
+            entry = log_entry(msg)
+            if entry is None or entry.group != self.group:
+                continue
+            # Fenced and stale records are ignored, as every reader does (``fencing``).
+            if self._view.add(entry) is not Verdict.CURRENT or isinstance(entry, LoggedFence):
+                continue
+            member, rec = entry.member, entry.record
+            self._latest[member] = rec
+            target = self.members.get(member)
+            if target is not None and (rec is None or not rec.issued_to(target.instance)):
+                # The controller declared it gone (e.g. its MQTT link dropped and the Will
+                # fired), or the grant is a predecessor's: hold nothing, as ManagedConsumer.
+                target.partitions = frozenset()
+                continue
+            if target is not None and rec is not None and rec.generation > target.generation:
+                self._apply(target, rec)
+                try:
+                    await self.announce(target)
+                except aiomqtt.MqttError:
+                    # This member's link died (its Will fired): like a crashed process,
+                    # it acks nothing more. The fleet reads on for the others.
+                    self.members.pop(target.name, None)
+
+    def _apply(self, member: SimMember, rec: Assignment) -> None:
+        if not rec.issued_to(member.instance):
+            member.partitions = frozenset()
+            return
+        member.generation = rec.generation
+        member.partitions = rec.held()
+        if self.on_apply:
+            self.on_apply(member)

@@ -1,0 +1,91 @@
+"""Real brokers on loopback for the integration tests: started once per session, stopped
+at the end. Tests isolate themselves with unique group and topic names."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from controller.runtime.config import Config
+from controller.tools import embedded
+
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def broker_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("brokers")
+
+
+@pytest.fixture(scope="session")
+def kafka(broker_dir: Path) -> Iterator[embedded.BrokerProcess]:
+    with embedded.tansu(broker_dir).start() as proc:
+        yield proc
+
+
+@pytest.fixture(scope="session")
+def mqtt(broker_dir: Path) -> Iterator[embedded.BrokerProcess]:
+    with embedded.amqtt(broker_dir).start() as proc:
+        yield proc
+
+
+@pytest.fixture
+def names() -> tuple[str, str]:
+    """A unique (group, topic) pair for one test."""
+    n = next(_counter)
+    suffix = uuid.uuid4().hex[:6]
+    return f"group-{n}-{suffix}", f"orders-{n}-{suffix}"
+
+
+@pytest.fixture
+async def topic(kafka: embedded.BrokerProcess, names: tuple[str, str]) -> str:
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(names[1], 12, 1)])
+    finally:
+        await admin.close()
+    return names[1]
+
+
+def make_config(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, group: str, **over: object
+) -> Config:
+    raw: dict[str, object] = {
+        "kafka": {"bootstrap_servers": kafka.address, "idempotent_producer": False},
+        "mqtt": {
+            "port": mqtt.port,
+            "client_id": f"ctl-{group}-{uuid.uuid4().hex[:4]}",
+            "keepalive": 2,
+        },
+        "rebalance": {"delay": 0.2, "leave_grace": 1.0, "handoff_timeout": 5.0},
+        "lag": {"source": "none", "poll_interval": 0.5},
+        "groups": [{"name": group}],
+        "http": {"port": 0},
+    }
+    for key, value in over.items():
+        section = raw.setdefault(key, {})
+        assert isinstance(section, dict)
+        assert isinstance(value, dict)
+        section.update(value)
+    return Config.model_validate(raw)
+
+
+def start_daemon(
+    config: Path, log: Path, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``ballast run`` as its own process, stderr (the JSON log) appended to ``log``."""
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "ballast"), "run", "--config", str(config)],
+        stderr=log.open("ab"),
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )

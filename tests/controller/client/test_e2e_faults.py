@@ -1,0 +1,346 @@
+"""End to end under faults: a controller process, real consumer processes
+(``ballast worker`` on ``ManagedConsumer``), numbered messages, and ``ballast audit``.
+
+After each fault every message must have been processed. A clean handoff (leave, join,
+rolling restart, controller restart) must process nothing twice; a crash may reprocess
+only records of partitions the dead member held and had not committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from controller.tools import embedded
+from controller.tools.audit import run_audit
+from tests.brokers import start_daemon
+
+pytestmark = pytest.mark.integration
+
+BIN = Path(sys.executable).parent / "ballast"
+LEAVE_GRACE = 6.0
+
+
+class Cluster:
+    def __init__(
+        self,
+        kafka: embedded.BrokerProcess,
+        mqtt: embedded.BrokerProcess,
+        group: str,
+        topic: str,
+        tmp: Path,
+    ) -> None:
+        self.kafka, self.mqtt, self.group, self.topic, self.tmp = kafka, mqtt, group, topic, tmp
+        self.port = embedded.free_port()
+        self.controller: subprocess.Popen[bytes] | None = None
+        self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        self.produced = 0
+        self.config = tmp / "ballast.yaml"
+        self.config.write_text(
+            f"kafka: {{bootstrap_servers: '{kafka.address}', idempotent_producer: false}}\n"
+            f"mqtt: {{port: {mqtt.port}, client_id: ctl-{group}, keepalive: 1}}\n"
+            f"rebalance: {{delay: 200ms, leave_grace: {LEAVE_GRACE}s, handoff_timeout: 8s}}\n"
+            "lag: {source: none}\n"
+            f"groups: [{{name: {group}}}]\n"
+            f"http: {{port: {self.port}}}\n"
+            "logging: {format: json}\n"
+        )
+
+    async def clean_round(self, n: int, report: dict[str, int], step: str) -> None:
+        """Produce ``n`` more; all must be processed, none twice (a clean handoff)."""
+        await self.produce(n)
+        seen = await self.all_processed()
+        report[step] = len(dupes(seen))
+        assert not dupes(seen), f"{step}: processed twice: {sorted(dupes(seen))[:10]}"
+
+    async def start_fleet(self, *workers: str, restart: bool = False) -> None:
+        """The controller, then ``workers``, and wait until they share every partition."""
+        self.start_controller()
+        await self.wait_ready()
+        for w in workers:
+            self.start_worker(w, restart=restart)
+        await self.settled(len(workers))
+
+    def start_controller(self) -> None:
+        self.controller = start_daemon(self.config, self.tmp / "controller.log")
+
+    def start_worker(self, name: str, *, restart: bool = False) -> None:
+        argv = [
+            str(BIN),
+            "worker",
+            "--bootstrap",
+            self.kafka.address,
+            "--mqtt-port",
+            str(self.mqtt.port),
+            "--group",
+            self.group,
+            "--member",
+            name,
+            "--topic",
+            self.topic,
+            "--out",
+            str(self.tmp / f"{name}.out"),
+        ]
+        if restart:
+            argv.append("--restart")
+        self.workers[name] = subprocess.Popen(argv, stderr=(self.tmp / f"{name}.log").open("ab"))
+
+    def signal_worker(self, name: str, sig: int) -> None:
+        proc = self.workers.pop(name)
+        proc.send_signal(sig)
+        proc.wait(20)
+
+    def processed(self) -> Counter[str]:
+        out: Counter[str] = Counter()
+        for f in self.tmp.glob("*.out"):
+            for line in f.read_text().splitlines():
+                out[line.split()[3]] += 1
+        return out
+
+    def processed_by(self, name: str) -> list[tuple[int, str]]:
+        f = self.tmp / f"{name}.out"
+        return (
+            [(int(line.split()[1]), line.split()[3]) for line in f.read_text().splitlines()]
+            if f.exists()
+            else []
+        )
+
+    async def produce(self, n: int) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=self.kafka.address, linger_ms=0)
+        await producer.start()
+        try:
+            for _ in range(n):
+                await producer.send_and_wait(
+                    self.topic, str(self.produced).encode(), partition=self.produced % 12
+                )
+                self.produced += 1
+        finally:
+            await producer.stop()
+
+    async def all_processed(self, timeout: float = 40.0) -> Counter[str]:
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = self.processed()
+            if all(str(i) in seen for i in range(self.produced)):
+                return seen
+            assert time.monotonic() < deadline, (
+                f"{self.produced - len(seen)} messages never processed"
+            )
+            await asyncio.sleep(0.2)
+
+    def view(self) -> dict[str, Any]:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.port}/v1/groups/{self.group}", timeout=2
+        ) as r:
+            data: dict[str, Any] = json.loads(r.read())
+            return data
+
+    def granted(self) -> dict[str, list[list[object]]]:
+        return {m: v["granted"] for m, v in self.view()["members"].items()}
+
+    async def wait_ready(self) -> None:
+        await embedded.wait_until_ready(self.port, proc=self.controller)
+
+    async def settled(self, members: int, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            v = await asyncio.to_thread(self.view)
+            ms = v["members"]
+            assert isinstance(ms, dict)
+            granted = [p for m in ms.values() for p in m["granted"]]
+            if (
+                len(ms) == members
+                and len(granted) == 12
+                and not v["revoking"]
+                and all(m["live"] for m in ms.values())
+            ):
+                return
+            assert time.monotonic() < deadline, f"not settled: {v}"
+            await asyncio.sleep(0.2)
+
+    def stop(self) -> None:
+        for name in list(self.workers):
+            self.signal_worker(name, signal.SIGTERM)
+        if self.controller and self.controller.poll() is None:
+            self.controller.send_signal(signal.SIGTERM)
+            self.controller.wait(20)
+
+
+def dupes(seen: Counter[str]) -> set[str]:
+    return {v for v, n in seen.items() if n > 1}
+
+
+async def test_fleet_under_faults(
+    kafka: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+    names: tuple[str, str],
+    topic: str,
+    tmp_path: Path,
+) -> None:
+    group = names[0]
+    c = Cluster(kafka, mqtt, group, topic, tmp_path)
+    report: dict[str, int] = {}
+    try:
+        await c.start_fleet("a", "b", "c")
+        await c.produce(120)
+        assert not dupes(await c.all_processed())
+
+        # Clean leave: a commits, says it is leaving, and b/c continue from its commits.
+        c.signal_worker("a", signal.SIGTERM)
+        await c.settled(2)
+        await c.clean_round(120, report, "clean_leave")
+
+        # Join: b and c revoke (commit first), d starts from their commits.
+        c.start_worker("d")
+        await c.settled(3)
+        await c.clean_round(120, report, "join")
+
+        # Rolling restart of c within leave_grace: nothing moves. (c was started for clean
+        # leaves; it leaves and comes back as a worker that restarts instead.) The one
+        # publication is c's unchanged grant, issued again to the new process.
+        c.signal_worker("c", signal.SIGTERM)
+        c.start_worker("c", restart=True)
+        await c.settled(3)
+        generation = c.view()["generation"]
+        before = c.granted()
+        c.signal_worker("c", signal.SIGTERM)
+        c.start_worker("c", restart=True)
+        await c.settled(3)
+        assert c.view()["generation"] == generation + 1
+        assert c.granted() == before
+        await c.clean_round(120, report, "rolling_restart")
+
+        # Controller SIGKILL in the middle of a handoff (a join starts revokes), then restart.
+        c.start_worker("e")
+        await asyncio.sleep(0.35)
+        assert c.controller is not None
+        c.controller.send_signal(signal.SIGKILL)
+        c.controller.wait(10)
+        c.start_controller()
+        await c.wait_ready()
+        await c.settled(4)
+        await c.clean_round(120, report, "controller_kill")
+
+        # Crash: SIGKILL of b. Only its partitions' uncommitted records may come twice.
+        view = c.view()["members"]
+        assert isinstance(view, dict)
+        b_partitions = {p for _, p in view["b"]["granted"]}
+        before = c.processed()
+        c.signal_worker("b", signal.SIGKILL)
+        await c.produce(120)
+        seen = await c.all_processed(timeout=LEAVE_GRACE + 40)
+        await c.settled(3)
+        new_dupes = dupes(seen) - dupes(before)
+        report["crash"] = len(new_dupes)
+        assert all(int(v) % 12 in b_partitions for v in new_dupes)
+    finally:
+        c.stop()
+    reports = await run_audit(
+        kafka.address, "ballast.assignments", [group], window=LEAVE_GRACE + 20
+    )
+    assert reports[0].ok, reports[0].render()
+    assert reports[0].generations > 3
+    print("duplicates per fault:", report)
+
+
+async def test_rolling_restart_moves_nothing(
+    kafka: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+    names: tuple[str, str],
+    topic: str,
+    tmp_path: Path,
+) -> None:
+    c = Cluster(kafka, mqtt, names[0], topic, tmp_path)
+    try:
+        await c.start_fleet("a", "b", restart=True)
+        generation = c.view()["generation"]
+        before = c.granted()
+        for w in ("a", "b"):
+            c.signal_worker(w, signal.SIGTERM)
+            c.start_worker(w, restart=True)
+            await c.settled(2)
+        # One publication per restart: the member's grant, unchanged, issued to the new
+        # process (docs/fencing.md, "Restarts").
+        assert c.view()["generation"] == generation + 2
+        assert c.granted() == before
+    finally:
+        c.stop()
+
+
+async def test_mqtt_broker_restart(
+    kafka: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+    names: tuple[str, str],
+    topic: str,
+    tmp_path: Path,
+) -> None:
+    """The MQTT broker restarts (losing every retained presence). Controller and consumers
+    reconnect; members are back within leave_grace, so nothing moves and nothing is lost."""
+    c = Cluster(kafka, mqtt, names[0], topic, tmp_path)
+    try:
+        await c.start_fleet("a", "b", "c")
+        await c.produce(60)
+        await c.all_processed()
+        generation = c.view()["generation"]
+        granted = c.granted()
+        mqtt.stop()
+        await c.produce(60)  # consumption goes on without MQTT
+        await asyncio.sleep(1.0)
+        mqtt.start()
+        await c.produce(60)
+        seen = await c.all_processed()
+        await asyncio.sleep(LEAVE_GRACE / 2)
+        await c.settled(3)
+        assert not dupes(seen)
+        assert c.view()["generation"] == generation
+        assert c.granted() == granted
+    finally:
+        c.stop()
+
+
+async def test_kafka_broker_restart_with_durable_storage(
+    mqtt: embedded.BrokerProcess, names: tuple[str, str], tmp_path: Path
+) -> None:
+    """Tansu on S3-compatible storage (moto on loopback) is stopped and started again under
+    a running fleet: nothing is lost, nothing is processed twice, nothing moves."""
+    group, topic = names
+    store = embedded.s3(tmp_path).start()
+    broker = embedded.durable_tansu(tmp_path, store).start()
+    c = Cluster(broker, mqtt, group, topic, tmp_path)
+    try:
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.address)
+        await admin.start()
+        await admin.create_topics([NewTopic(topic, 12, 1)])
+        await admin.close()
+        await c.start_fleet("a", "b")
+        await c.produce(60)
+        await c.all_processed()
+        generation = c.view()["generation"]
+        granted = c.granted()
+        broker.stop()
+        await asyncio.sleep(2.0)
+        broker.start()
+        await c.produce(60)
+        seen = await c.all_processed(timeout=60)
+        assert not dupes(seen)
+        await c.settled(2)
+        assert c.view()["generation"] == generation
+        assert c.granted() == granted
+        reports = await run_audit(broker.address, "ballast.assignments", [group], window=30)
+        assert reports[0].ok, reports[0].render()
+    finally:
+        c.stop()
+        broker.stop()
+        store.stop()

@@ -1,0 +1,402 @@
+"""The group control logic against a simulated fleet, with a simulated clock.
+
+Simulated consumers apply their latest record after a random delay and then ack it, like
+``controller.client`` does. At every step no partition may be applied by two members
+(invariant 1), and after things settle every partition is owned by a live member
+(invariant 2).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from assignors import TopicPartition
+from controller.core.group import GroupState, GroupTuning, Recovered, RejectedError
+from controller.core.handoff import Outgoing, Plan
+from controller.wire.records import Presence
+
+TUNING = GroupTuning(rebalance_delay=1.0, leave_grace=5.0, handoff_timeout=8.0)
+PPT = {"orders": 12, "audit": 4}
+
+
+class Consumer:
+    """One client process; a restart under the same name is a new one (a new instance)."""
+
+    processes = 0
+
+    def __init__(self, name: str, topics: list[str]) -> None:
+        self.name = name
+        self.topics = topics
+        Consumer.processes += 1
+        self.instance = f"{name}-{Consumer.processes}"
+        self.applied: frozenset[TopicPartition] = frozenset()
+        self.generation = -1
+        self.inbox: list[tuple[float, int, Outgoing]] = []
+        self.alive = True
+
+    def apply(self, generation: int, rec: Outgoing) -> None:
+        """As ManagedConsumer: a grant issued to another process holds nothing."""
+        if rec.partitions is None or rec.instance not in (None, self.instance):
+            self.applied = frozenset()
+        else:
+            self.applied, self.generation = rec.partitions, generation
+
+    def presence(self, group: str = "g", state: str = "active") -> Presence:
+        return Presence(
+            group=group,
+            member=self.name,
+            topics=self.topics,
+            generation=self.generation,
+            partitions=sorted(self.applied),
+            instance=self.instance,
+            state=state,  # type: ignore[arg-type]
+        )
+
+
+class Sim:
+    def __init__(self, seed: int, tuning: GroupTuning = TUNING) -> None:
+        self.rng = random.Random(seed)
+        self.now = 0.0
+        self.group = GroupState("g", tuning, PPT)
+        self.consumers: dict[str, Consumer] = {}
+        self.published: list[Plan] = []
+        #: Presence messages on their way: (arrival time, consumer).
+        self.arrivals: list[tuple[float, Consumer]] = []
+
+    def deliver(self, plan: Plan) -> None:
+        self.group.reconciler.commit(plan)
+        self.published.append(plan)
+        for rec in plan.records:
+            c = self.consumers.get(rec.member)
+            if c is not None and c.alive and rec.partitions is not None:
+                c.inbox.append((self.now + self.rng.uniform(0.0, 3.0), plan.generation, rec))
+
+    def step(self, dt: float) -> None:
+        self.now += dt
+        for at, c in [a for a in self.arrivals if a[0] <= self.now]:
+            self.arrivals.remove((at, c))
+            if c.alive and self.consumers.get(c.name) is c:
+                self.group.on_presence(c.presence(), self.now)
+        for c in list(self.consumers.values()):
+            ready = [m for m in c.inbox if m[0] <= self.now]
+            if c.alive and ready:
+                _, gen, rec = max(ready, key=lambda m: m[1])
+                c.inbox = [m for m in c.inbox if m[0] > self.now]
+                if gen > c.generation:
+                    c.apply(gen, rec)
+                    self.group.on_presence(c.presence(), self.now)
+        _, plan = self.group.tick(self.now)
+        if plan is not None:
+            self.deliver(plan)
+        self.check_exclusive()
+
+    def check_exclusive(self) -> None:
+        seen: dict[TopicPartition, str] = {}
+        for c in self.consumers.values():
+            if not c.alive:
+                continue
+            for tp in c.applied:
+                assert tp not in seen, f"{tp} applied by {seen[tp]} and {c.name} at t={self.now}"
+                seen[tp] = c.name
+
+    def join(self, name: str, topics: list[str], delay: float = 0.0) -> None:
+        """``delay``: how long a new process's presence takes to reach the controller
+        (meanwhile the controller may decide about its predecessor)."""
+        c = self.consumers.get(name)
+        if c is not None:
+            c.topics = topics
+            self.group.on_presence(c.presence(), self.now)
+            return
+        # A (re)started client first reads its own latest record from the compacted
+        # assignments topic, as controller.client does.
+        c = Consumer(name, topics)
+        latest = [(p.generation, r) for p in self.published for r in p.records if r.member == name]
+        if latest:
+            c.apply(*latest[-1])
+        self.consumers[name] = c
+        if delay:
+            self.arrivals.append((self.now + delay, c))
+        else:
+            self.group.on_presence(c.presence(), self.now)
+
+    def leave(self, name: str) -> None:
+        c = self.consumers[name]
+        c.applied = frozenset()  # stops consuming, commits, then says so
+        self.group.on_presence(c.presence(state="leaving"), self.now)
+        del self.consumers[name]
+
+    def crash(self, name: str) -> None:
+        c = self.consumers.pop(name)
+        c.alive = False
+        self.group.on_gone(name, self.now)
+
+    def settle(self, seconds: float) -> None:
+        for _ in range(int(seconds / 0.5)):
+            self.step(0.5)
+
+    def owners(self) -> dict[TopicPartition, str]:
+        return {tp: c.name for c in self.consumers.values() for tp in c.applied}
+
+
+def all_partitions(topics: set[str]) -> set[TopicPartition]:
+    return {TopicPartition(t, p) for t in topics for p in range(PPT[t])}
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10**6),
+    ops=st.lists(
+        st.sampled_from(["join", "join", "leave", "crash", "wait"]), min_size=4, max_size=30
+    ),
+)
+def test_never_two_owners_and_everything_owned_after_settling(seed: int, ops: list[str]) -> None:
+    sim = Sim(seed)
+    rng = random.Random(seed)
+    names = [f"c{i}" for i in range(8)]
+    for op in ops:
+        present = sorted(sim.consumers)
+        if op == "join":
+            topics = rng.choice([["orders"], ["orders", "audit"]])
+            sim.join(rng.choice(names), topics, delay=rng.uniform(0.0, 2.0))
+        elif op == "leave" and present:
+            sim.leave(rng.choice(present))
+        elif op == "crash" and present:
+            sim.crash(rng.choice(present))
+        sim.step(rng.uniform(0.1, 2.0))
+    # Invariant 2: within rebalance_delay + leave_grace + handoff_timeout (+ apply delay).
+    sim.settle(TUNING.rebalance_delay + TUNING.leave_grace + TUNING.handoff_timeout + 4)
+    subscribed = {t for c in sim.consumers.values() for t in c.topics}
+    assert set(sim.owners()) == all_partitions(subscribed)
+    gens = [p.generation for p in sim.published]
+    assert gens == sorted(set(gens)), "generations strictly increase"
+
+
+def test_clean_leave_hands_over_without_waiting_for_timeout() -> None:
+    sim = Sim(1)
+    for n in ("a", "b", "c"):
+        sim.join(n, ["orders"])
+    sim.settle(6)
+    assert len(sim.owners()) == 12
+    sim.leave("b")
+    sim.settle(2 + 3)  # delay + apply: far below handoff_timeout
+    assert len(sim.owners()) == 12
+    assert set(sim.owners().values()) == {"a", "c"}
+
+
+def test_crash_waits_for_leave_grace_then_reassigns() -> None:
+    sim = Sim(2)
+    for n in ("a", "b"):
+        sim.join(n, ["orders"])
+    sim.settle(6)
+    sim.crash("b")
+    sim.settle(TUNING.leave_grace - 1)
+    assert len(sim.owners()) == 6  # b's six wait out the grace
+    sim.settle(TUNING.rebalance_delay + 4)
+    assert len(sim.owners()) == 12
+
+
+def test_restart_within_grace_moves_nothing() -> None:
+    sim = Sim(3)
+    for n in ("a", "b", "c"):
+        sim.join(n, ["orders"])
+    sim.settle(6)
+    before = {c.name: c.applied for c in sim.consumers.values()}
+    generation = sim.group.reconciler.generation
+    sim.crash("b")
+    sim.settle(2)
+    sim.join("b", ["orders"])  # same id, new process: its last record is its predecessor's
+    assert not sim.consumers["b"].applied
+    sim.settle(TUNING.leave_grace + 5)
+    assert {n: c.applied for n, c in sim.consumers.items()} == before
+    # One record: b's grant, unchanged, issued again to the new process.
+    after = [
+        (p.generation, r) for p in sim.published if p.generation > generation for r in p.records
+    ]
+    assert [(g, r.member, r.partitions, r.instance) for g, r in after] == [
+        (generation + 1, "b", before["b"], sim.consumers["b"].instance)
+    ]
+
+
+def test_a_grant_is_never_consumed_by_a_process_it_was_not_issued_to() -> None:
+    """The race issue 13's fault suite found: b crashes; its grace expires just as a new b
+    process starts. The new process reads its predecessor's grant before the controller
+    hears of it; the controller meanwhile gives b's partitions away. Had the new process
+    consumed that grant, two members would hold them."""
+    sim = Sim(8)
+    for n in ("a", "b"):
+        sim.join(n, ["orders"])
+    sim.settle(6)
+    sim.crash("b")
+    sim.settle(TUNING.leave_grace - 0.5)
+    sim.join("b", ["orders"], delay=2.0)  # its presence arrives after the grace ended
+    assert not sim.consumers["b"].applied
+    for _ in range(int((TUNING.rebalance_delay + 8) / 0.1)):
+        sim.step(0.1)  # check_exclusive after every step
+    assert len(sim.owners()) == 12
+    assert sim.consumers["b"].applied
+
+
+def test_a_long_absence_is_recorded_so_a_takeover_keeps_the_clock() -> None:
+    sim = Sim(3)
+    for n in ("a", "b"):
+        sim.join(n, ["orders"])
+    sim.settle(6)
+    held = sim.consumers["b"].applied
+    generation = sim.group.reconciler.generation
+    sim.crash("b")
+    crashed_at = sim.now
+    sim.settle(TUNING.leave_grace / 2 + 0.5)
+    # Half-way through its grace, b's record says since when it has been absent
+    # (same partitions): a leader taking over now counts the grace from there.
+    after = [r for p in sim.published if p.generation > generation for r in p.records]
+    assert [(r.member, r.partitions, r.absent_since) for r in after] == [("b", held, crashed_at)]
+
+
+def test_unresponsive_owner_is_declared_dead_after_handoff_timeout() -> None:
+    sim = Sim(4, GroupTuning(rebalance_delay=0.5, leave_grace=60, handoff_timeout=4))
+    sim.join("a", ["orders"])
+    sim.settle(4)
+    stuck = sim.consumers["a"]
+    stuck.alive = False  # hangs: never applies or acks again, presence stays
+    sim.join("b", ["orders"])
+    sim.settle(2)
+    assert not sim.consumers["b"].applied  # a has not released anything yet
+    sim.settle(4 + 4)
+    assert len(sim.consumers["b"].applied) == 6
+    assert sim.group.reconciler.timed_out
+
+
+def test_claims_of_never_granted_partitions_are_rejected() -> None:
+    sim = Sim(5)
+    sim.join("a", ["orders"])
+    sim.settle(4)
+    liar = Presence(group="g", member="a", topics=["orders"], partitions=[("audit", 0)])
+    with pytest.raises(RejectedError, match=r"does not hold .*: audit-0"):
+        sim.group.on_presence(liar, sim.now)
+
+
+def test_duplicate_member_id_is_rejected() -> None:
+    sim = Sim(6)
+    p1 = Presence(group="g", member="a", topics=["orders"], instance="i-1")
+    sim.group.on_presence(p1, 0.0)
+    with pytest.raises(RejectedError, match="duplicate member id"):
+        sim.group.on_presence(p1.model_copy(update={"instance": "i-2"}), 0.1)
+
+
+def test_presence_for_another_group_is_rejected() -> None:
+    sim = Sim(7)
+    with pytest.raises(RejectedError, match="arrived on group"):
+        sim.group.on_presence(Presence(group="other", member="a", topics=["orders"]), 0.0)
+
+
+def test_burst_of_joins_coalesces_into_one_rebalance() -> None:
+    group = GroupState("g", TUNING, {"orders": 600})
+    for i in range(500):
+        group.on_presence(Presence(group="g", member=f"m{i:03d}", topics=["orders"]), i * 0.001)
+    rebalance, plan = group.tick(0.499 + TUNING.rebalance_delay)
+    assert rebalance is not None
+    assert rebalance.reasons == ("join",)
+    assert plan is not None
+    assert len(plan.records) == 500
+    assert group.tick(10.0)[0] is None
+
+
+def test_recovery_moves_nothing() -> None:
+    granted = {
+        "a": frozenset(TopicPartition("orders", p) for p in range(6)),
+        "b": frozenset(TopicPartition("orders", p) for p in range(6, 12)),
+    }
+    rec = Recovered(
+        generation=7,
+        controller_epoch=3,
+        granted=granted,
+        topics={"a": frozenset({"orders"}), "b": frozenset({"orders"})},
+    )
+    group = GroupState("g", TUNING, {"orders": 12}, rec, now=0.0)
+    for m, parts in granted.items():
+        group.on_presence(
+            Presence(
+                group="g", member=m, topics=["orders"], generation=7, partitions=sorted(parts)
+            ),
+            0.5,
+        )
+    for t in (1.0, 2.0, 30.0):
+        _, plan = group.tick(t)
+        assert plan is None
+    assert group.engine.assignment() == {m: sorted(v) for m, v in granted.items()}
+
+
+def test_recovered_member_that_never_returns_is_removed_after_grace() -> None:
+    granted = {
+        "a": frozenset({TopicPartition("orders", 0)}),
+        "b": frozenset({TopicPartition("orders", 1)}),
+    }
+    rec = Recovered(3, 1, granted, {"a": frozenset({"orders"}), "b": frozenset({"orders"})})
+    group = GroupState("g", TUNING, {"orders": 2}, rec, now=0.0)
+    group.on_presence(
+        Presence(
+            group="g", member="a", topics=["orders"], generation=3, partitions=[("orders", 0)]
+        ),
+        0.1,
+    )
+    now = TUNING.leave_grace + TUNING.rebalance_delay + 0.1
+    _, plan = group.tick(now)
+    assert plan is not None
+    # b's partition is granted by the publication after its tombstone, never with it:
+    # a publication depends only on earlier ones (docs/fencing.md).
+    assert [(r.member, r.partitions) for r in plan.records] == [("b", None)]
+    group.reconciler.commit(plan)
+    _, plan = group.tick(now)
+    assert plan is not None
+    assert [(r.member, r.partitions) for r in plan.records] == [
+        ("a", frozenset({TopicPartition("orders", 0), TopicPartition("orders", 1)})),
+    ]
+
+
+def test_lag_smoothing_damps_a_single_spike() -> None:
+    group = GroupState("g", GroupTuning(lag_smoothing=0.3), {"orders": 2})
+    tp = TopicPartition("orders", 0)
+    group.on_lag({tp: 1000}, 0.0)
+    group.on_lag({tp: 11000}, 1.0)
+    assert group.lag[tp] == pytest.approx(0.3 * 11000 + 0.7 * 1000)
+
+
+def test_recovered_in_flight_handoff_waits_for_the_old_owner() -> None:
+    tp = TopicPartition("orders", 1)
+    granted = {"a": frozenset({TopicPartition("orders", 0)}), "c": frozenset()}
+    rec = Recovered(
+        generation=5,
+        controller_epoch=1,
+        granted=granted,
+        topics={"a": frozenset({"orders"}), "c": frozenset({"orders"})},
+        releasing={tp: ("a", 5)},
+    )
+    group = GroupState("g", TUNING, {"orders": 2}, rec, now=0.0)
+    # a still holds orders-1 (it has not applied generation 5): not stray, and not granted.
+    group.on_presence(
+        Presence(
+            group="g",
+            member="a",
+            topics=["orders"],
+            generation=4,
+            partitions=[("orders", 0), ("orders", 1)],
+        ),
+        0.1,
+    )
+    group.on_presence(Presence(group="g", member="c", topics=["orders"], generation=5), 0.1)
+    _, plan = group.tick(0.2)
+    assert plan is None
+    # a applies generation 5: now c gets it.
+    group.on_presence(
+        Presence(
+            group="g", member="a", topics=["orders"], generation=5, partitions=[("orders", 0)]
+        ),
+        0.3,
+    )
+    _, plan = group.tick(0.4)
+    assert plan is not None
+    assert [(r.member, r.partitions) for r in plan.records] == [("c", frozenset({tp}))]

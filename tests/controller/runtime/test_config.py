@@ -1,0 +1,143 @@
+"""Configuration: YAML + environment, validated with errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controller.cli import main
+from controller.errors import InputError
+from controller.runtime.config import load_config
+
+EXAMPLE = Path(__file__).parents[3] / "config" / "ballast.yaml"
+
+
+def test_example_config_is_valid_and_documented_defaults_hold() -> None:
+    cfg = load_config(EXAMPLE, environ={})
+    assert cfg.groups[0].name == "orders-fleet"
+    assert cfg.rebalance.delay == 1.0
+    assert cfg.membership.source == "mqtt"
+
+
+def test_environment_overrides_and_durations() -> None:
+    cfg = load_config(
+        EXAMPLE,
+        environ={
+            "BALLAST_KAFKA__BOOTSTRAP_SERVERS": "broker:9093",
+            "BALLAST_REBALANCE__DELAY": "250ms",
+            "BALLAST_REBALANCE__LEAVE_GRACE": "2m",
+            "BALLAST_KAFKA__IDEMPOTENT_PRODUCER": "false",
+            "UNRELATED": "x",
+        },
+    )
+    assert cfg.kafka.bootstrap_servers == "broker:9093"
+    assert cfg.rebalance.delay == 0.25
+    assert cfg.rebalance.leave_grace == 120
+    assert cfg.kafka.idempotent_producer is False
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "env", "expected"),
+    [
+        ("groups: []", {}, "groups: List should have at least 1 item"),
+        ("groups: [{name: a}, {name: a}]", {}, "repeated: a"),
+        (
+            "groups: [{name: a}]\nrebalance: {delay: soon}",
+            {},
+            "rebalance.delay: Value error, not a duration: 'soon'",
+        ),
+        ("groups: [{name: a}]\nrebalanse: {}", {}, "rebalanse: Extra inputs are not permitted"),
+        (
+            "groups: [{name: a}]\nmqtt: {port: 70000}",
+            {},
+            "mqtt.port: Input should be less than or equal to 65535",
+        ),
+        (
+            "groups: [{name: a}]",
+            {"BALLAST_LAG__SOURCE": "magic"},
+            "lag.source: Input should be 'poll', 'topic' or 'none' (from environment BALLAST_LAG__SOURCE)",
+        ),
+        (
+            "groups: [{name: a}]\nrebalance: {trigger_ratio: 1.1, target_ratio: 1.5}",
+            {},
+            "target_ratio must not exceed trigger_ratio",
+        ),
+        ("- just\n- a list", {}, "the top level must be a mapping"),
+        ("groups: [", {}, "invalid YAML"),
+        ("groups: [{name: 'bad name'}]", {}, "groups.0.name: String should match pattern"),
+    ],
+)
+def test_bad_configs_name_the_key(
+    tmp_path: Path, yaml_text: str, env: dict[str, str], expected: str
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml_text)
+    with pytest.raises(InputError) as err:
+        load_config(path, environ=env)
+    assert expected in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_check_config_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-config", str(EXAMPLE)]) == 0
+    assert "OK" in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("groups: []\n")
+    assert main(["check-config", str(bad)]) == 2
+    assert "groups" in capsys.readouterr().err
+    assert main(["check-config", str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_secrets_come_from_files_or_environment_and_never_print(tmp_path: Path) -> None:
+    (tmp_path / "kafka").write_text("k-secret-value\n")
+    (tmp_path / "token").write_text("t" * 20)
+    cfg_file = tmp_path / "b.yaml"
+    cfg_file.write_text(
+        "groups: [{name: g}]\n"
+        "kafka: {security_protocol: SASL_SSL, sasl_mechanism: SCRAM-SHA-512, "
+        f"sasl_username: u, sasl_password_file: {tmp_path / 'kafka'}}}\n"
+        f"http: {{admin_token_file: {tmp_path / 'token'}}}\n"
+    )
+    cfg = load_config(
+        cfg_file,
+        environ={"BALLAST_MQTT__USERNAME": "ctl", "BALLAST_MQTT__PASSWORD": "m-secret-value"},
+    )
+    assert cfg.kafka.sasl_password is not None
+    assert cfg.kafka.sasl_password.get_secret_value() == "k-secret-value"
+    assert cfg.mqtt.password is not None
+    assert cfg.mqtt.password.get_secret_value() == "m-secret-value"
+    shown = repr(cfg) + str(cfg.model_dump())
+    for secret in ("k-secret-value", "m-secret-value", "t" * 20):
+        assert secret not in shown
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "mentions"),
+    [
+        (
+            "kafka: {security_protocol: SASL_SSL}",
+            "needs sasl_mechanism, sasl_username and sasl_password",
+        ),
+        ("kafka: {sasl_mechanism: PLAIN}", "sasl_mechanism needs security_protocol"),
+        (
+            "kafka: {sasl_password: a, sasl_password_file: /x, security_protocol: SASL_SSL, sasl_mechanism: PLAIN, sasl_username: u}",
+            "not both",
+        ),
+        ("mqtt: {password: p}", "password needs username"),
+        ("mqtt: {ca_file: /x}", "need tls: true"),
+        ("http: {admin_token: short}", "at least 16 characters"),
+        ("ha: {heartbeat_interval: 3s, session_timeout: 6s}", "at most a third"),
+        ("ha: {transactional_id_prefix: t}", "needs ha.enabled"),
+        ("lag: {weight: time}", "needs source: topic"),
+        ("pipeline: {history: 10s, rate_window: 60s}", "history must be at least rate_window"),
+    ],
+)
+def test_security_ha_and_pipeline_settings_are_validated(
+    tmp_path: Path, yaml_text: str, mentions: str
+) -> None:
+    path = tmp_path / "b.yaml"
+    path.write_text("groups: [{name: g}]\n" + yaml_text + "\n")
+    with pytest.raises(InputError, match=mentions):
+        load_config(path, environ={})

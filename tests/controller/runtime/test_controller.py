@@ -1,0 +1,363 @@
+"""The daemon against a real Kafka-protocol broker (Tansu) and a real MQTT broker (amqtt)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import aiomqtt
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as KafkaTP
+
+from assignors import TopicPartition
+from controller.runtime.config import Config
+from controller.runtime.daemon import Controller
+from controller.tools import embedded
+from controller.tools.simfleet import Fleet
+from controller.wire.records import Presence
+from tests.brokers import make_config
+
+pytestmark = pytest.mark.integration
+
+
+@contextlib.asynccontextmanager
+async def running(cfg: Config) -> AsyncIterator[Controller]:
+    ctl = Controller(cfg)
+    await ctl.start()
+    try:
+        yield ctl
+    finally:
+        await ctl.stop()
+
+
+@contextlib.asynccontextmanager
+async def fleet_for(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, group: str
+) -> AsyncIterator[Fleet]:
+    fleet = Fleet(kafka.address, mqtt.port, group, keepalive=1)
+    await fleet.start()
+    try:
+        yield fleet
+    finally:
+        await fleet.stop()
+
+
+def all_of(topic: str, n: int = 12) -> set[TopicPartition]:
+    return {TopicPartition(topic, p) for p in range(n)}
+
+
+def exclusive(fleet: Fleet) -> bool:
+    return all(len(v) == 1 for v in fleet.owners().values())
+
+
+async def test_join_leave_crash_and_restart_with_mqtt_presence(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str], topic: str
+) -> None:
+    group = names[0]
+    cfg = make_config(kafka, mqtt, group)
+    violations: list[str] = []
+    async with running(cfg) as ctl, fleet_for(kafka, mqtt, group) as fleet:
+        fleet.on_apply = lambda _m: (
+            None if exclusive(fleet) else violations.append(str(fleet.owners()))
+        )
+        for name in ("a", "b", "c"):
+            await fleet.join(name, [topic])
+        await fleet.wait_for(
+            lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [4, 4, 4]
+        )
+        assert set(fleet.owners()) == all_of(topic)
+        assert exclusive(fleet)
+
+        # Clean leave: reassigned without waiting for any timeout.
+        await fleet.leave("b")
+        await fleet.wait_for(
+            lambda: set(fleet.owners()) == all_of(topic) and len(fleet.members) == 2
+        )
+        assert sorted(len(m.partitions) for m in fleet.members.values()) == [6, 6]
+
+        # Crash: the Will clears presence; after leave_grace the partitions move.
+        await fleet.join("d", [topic])
+        await fleet.wait_for(lambda: len(fleet.members["d"].partitions) == 4)
+        await fleet.crash("a")
+        await fleet.wait_for(lambda: set(fleet.owners()) == all_of(topic), timeout=15)
+        assert sorted(len(m.partitions) for m in fleet.members.values()) == [6, 6]
+        generation = ctl.groups[group].state.reconciler.generation
+        held = {m.name: m.partitions for m in fleet.members.values()}
+        invalid = ctl.metrics.invalid.labels("presence")._value.get()
+
+    # Restart of the controller and of every member: recovered from the topic, nothing
+    # moves, the epoch goes up. Each new process gets its grant issued again, to it.
+    async with running(cfg) as ctl2, fleet_for(kafka, mqtt, group) as fleet2:
+        g = ctl2.groups[group]
+        assert g.state.reconciler.generation == generation
+        assert g.epoch == 2
+        for name in held:
+            await fleet2.join(name, [topic])
+        await fleet2.wait_for(
+            lambda: {m.name: m.partitions for m in fleet2.members.values()} == held
+        )
+        await asyncio.sleep(1.5)  # past rebalance_delay and leave_grace
+        assert g.state.reconciler.granted == held
+        assert {m.name: m.partitions for m in fleet2.members.values()} == held
+        assert generation < g.state.reconciler.generation <= generation + len(held)
+    assert violations == []
+    assert invalid == 0
+
+
+async def test_invalid_presence_is_counted_and_ignored(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str], topic: str
+) -> None:
+    group = names[0]
+    cfg = make_config(kafka, mqtt, group)
+    async with running(cfg) as ctl, fleet_for(kafka, mqtt, group) as fleet:
+        await fleet.join("good", [topic])
+        await fleet.wait_for(lambda: set(fleet.owners()) == all_of(topic))
+        bad_payloads = {
+            f"ballast/{group}/members/x1": b"{not json",
+            f"ballast/{group}/members/x2": b'{"group": "%s", "member": "x2", "topics": "orders"}'
+            % group.encode(),
+            f"ballast/{group}/members/x3": Presence(
+                group="other", member="x3", topics=[topic]
+            ).encode(),
+            f"ballast/{group}/members/x4": b"x" * (2 << 20),
+            f"ballast/{group}/members/good": Presence(
+                group=group, member="good", topics=[topic], partitions=[("nope", 1)]
+            ).encode(),
+        }
+        async with aiomqtt.Client("127.0.0.1", mqtt.port) as c:
+            for t, payload in bad_payloads.items():
+                await c.publish(t, payload, qos=1)
+        counter = ctl.metrics.invalid.labels("presence")
+        await fleet.wait_for(lambda: counter._value.get() >= len(bad_payloads))
+        assert counter._value.get() == len(bad_payloads)
+        # Still serving: a new member joins and gets its share.
+        await fleet.join("later", [topic])
+        await fleet.wait_for(
+            lambda: len(fleet.members["later"].partitions) == 6 and exclusive(fleet)
+        )
+
+
+async def test_committed_offsets_drive_lag(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str], topic: str
+) -> None:
+    group = names[0]
+    cfg = make_config(
+        kafka, mqtt, group, lag={"source": "poll", "poll_interval": 0.3, "smoothing": 1.0}
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=kafka.address, linger_ms=0)
+    await producer.start()
+    try:
+        # One record per request: Tansu's ListOffsets is exact only at batch boundaries.
+        for p, count in ((0, 30), (1, 5)):
+            for _ in range(count):
+                await producer.send_and_wait(topic, b"m", partition=p)
+    finally:
+        await producer.stop()
+    committer = AIOKafkaConsumer(
+        bootstrap_servers=kafka.address, group_id=group, enable_auto_commit=False
+    )
+    await committer.start()
+    try:
+        committer.assign([KafkaTP(topic, 0), KafkaTP(topic, 1)])
+        await committer.commit({KafkaTP(topic, 0): 10, KafkaTP(topic, 1): 5})
+    finally:
+        await committer.stop()
+    async with running(cfg) as ctl, fleet_for(kafka, mqtt, group) as fleet:
+        await fleet.join("a", [topic])
+        await fleet.wait_for(
+            lambda: ctl.groups[group].state.lag.get(TopicPartition(topic, 0)) == 20
+        )
+        state = ctl.groups[group].state
+        assert state.lag[TopicPartition(topic, 1)] == 0
+        assert state.lag[TopicPartition(topic, 2)] == 0  # never committed, latest -> 0
+        await fleet.wait_for(lambda: ctl.group_view(group)["quality"]["total_lag"] == 20)  # type: ignore[index]
+
+
+async def test_heartbeat_topic_membership(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str], topic: str
+) -> None:
+    group = names[0]
+    hb_topic = f"hb-{group}"
+    cfg = make_config(
+        kafka,
+        mqtt,
+        group,
+        membership={"source": "kafka", "heartbeat_topic": hb_topic, "session_timeout": 1.5},
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=kafka.address, linger_ms=0)
+    await producer.start()
+    await producer.send_and_wait(hb_topic, b"warm-up")  # creates the topic
+    async with running(cfg) as ctl:
+        g = ctl.groups[group]
+
+        async def beat(member: str, stop: asyncio.Event) -> None:
+            while not stop.is_set():
+                body = Presence(
+                    group=group,
+                    member=member,
+                    topics=[topic],
+                    generation=g.state.reconciler.generation,
+                )
+                await producer.send_and_wait(
+                    hb_topic, body.encode(), key=f"{group}/{member}".encode()
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 0.3)
+
+        stops = {m: asyncio.Event() for m in ("a", "b", "c")}
+        tasks = [asyncio.create_task(beat(m, s)) for m, s in stops.items()]
+        try:
+            await _until(
+                lambda: sorted(len(v) for v in g.state.reconciler.granted.values()) == [4, 4, 4]
+            )
+            # Clean leave: a tombstone.
+            stops["a"].set()
+            await producer.send_and_wait(hb_topic, None, key=f"{group}/a".encode())
+            await _until(
+                lambda: (
+                    sorted(g.state.reconciler.granted) == ["b", "c"]
+                    and sum(len(v) for v in g.state.reconciler.granted.values()) == 12
+                )
+            )
+            # Silence: the session expires, then leave_grace, then reassignment.
+            stops["b"].set()
+            await _until(
+                lambda: (
+                    sorted(g.state.reconciler.granted) == ["c"]
+                    and len(g.state.reconciler.granted["c"]) == 12
+                ),
+                timeout=20,
+            )
+        finally:
+            for s in stops.values():
+                s.set()
+            await asyncio.gather(*tasks)
+            await producer.stop()
+
+
+async def test_refuses_a_non_compacted_assignments_topic(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str]
+) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: PLC0415
+
+    from controller.runtime.kafka_io import TopicConfigError  # noqa: PLC0415
+
+    bad = f"plain-{names[0]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
+    await admin.start()
+    await admin.create_topics([NewTopic(bad, 1, 1, topic_configs={"cleanup.policy": "delete"})])
+    await admin.close()
+    cfg = make_config(kafka, mqtt, names[0], assignments={"name": bad})
+    with pytest.raises(TopicConfigError, match="must be compacted"):
+        await Controller(cfg).start()
+
+
+async def _until(predicate: object, timeout: float = 15.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert loop.time() < deadline, "condition not reached"
+        await asyncio.sleep(0.05)
+
+
+async def test_lag_topic_source_accepts_good_records_and_counts_bad_ones(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str], topic: str
+) -> None:
+    from controller.wire.records import LagRecord  # noqa: PLC0415
+
+    group = names[0]
+    lag_topic = f"lag-{group}"
+    cfg = make_config(
+        kafka, mqtt, group, lag={"source": "topic", "topic": lag_topic, "smoothing": 1.0}
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=kafka.address, linger_ms=0)
+    await producer.start()
+    await producer.send_and_wait(
+        lag_topic, b"created", key=b"not/a/valid-key-shape/at-all"
+    )  # bad: key
+    async with running(cfg) as ctl, fleet_for(kafka, mqtt, group) as fleet:
+        await fleet.join("a", [topic])
+        await fleet.wait_for(lambda: len(fleet.members["a"].partitions) == 12)
+
+        def rec(partition: int, lag: int) -> bytes:
+            return LagRecord(
+                group=group, topic=topic, partition=partition, lag=lag, observed_at=1.0
+            ).encode()
+
+        try:
+            good = {3: 700, 4: 9}
+            for p, lag in good.items():
+                await producer.send_and_wait(
+                    lag_topic, rec(p, lag), key=f"{group}/{topic}/{p}".encode()
+                )
+            bad = [
+                (
+                    f"{group}/{topic}/5".encode(),
+                    b'{"group": "%s", "topic": "%s", "partition": 5, "lag": -1, "observed_at": 1}'
+                    % (group.encode(), topic.encode()),
+                ),
+                (f"{group}/{topic}/99".encode(), rec(99, 5)),  # not a partition of the topic
+                (f"{group}/{topic}/6".encode(), rec(7, 5)),  # key and body disagree
+                (f"{group}/{topic}/8".encode(), b"\x00garbage"),
+            ]
+            for key, value in bad:
+                await producer.send_and_wait(lag_topic, value, key=key)
+        finally:
+            await producer.stop()
+        state = ctl.groups[group].state
+        counter = ctl.metrics.invalid.labels("lag")
+        await fleet.wait_for(lambda: counter._value.get() >= len(bad) + 1)
+        await fleet.wait_for(lambda: state.lag.get(TopicPartition(topic, 3)) == 700)
+        assert state.lag[TopicPartition(topic, 4)] == 9
+        assert TopicPartition(topic, 5) not in state.lag
+        assert counter._value.get() == len(bad) + 1
+
+
+async def test_lag_weight_time_and_tombstones_from_the_lag_topic(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str], topic: str
+) -> None:
+    from controller.wire.records import LagRecord  # noqa: PLC0415
+
+    group = names[0]
+    lag_topic = f"lag-{group}"
+    cfg = make_config(
+        kafka,
+        mqtt,
+        group,
+        lag={"source": "topic", "topic": lag_topic, "smoothing": 1.0, "weight": "time"},
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=kafka.address, linger_ms=0)
+    await producer.start()
+    try:
+        async with running(cfg) as ctl, fleet_for(kafka, mqtt, group) as fleet:
+            await fleet.join("a", [topic])
+            await fleet.wait_for(lambda: len(fleet.members["a"].partitions) == 12)
+
+            async def send(partition: int, value: bytes | None) -> None:
+                key = f"{group}/{topic}/{partition}".encode()
+                await producer.send_and_wait(lag_topic, value, key=key)
+
+            def rec(partition: int, lag: int, time_lag: float | None) -> bytes:
+                return LagRecord(
+                    group=group,
+                    topic=topic,
+                    partition=partition,
+                    lag=lag,
+                    time_lag=time_lag,
+                    observed_at=1.0,
+                ).encode()
+
+            state = ctl.groups[group].state
+            await send(0, rec(0, 10, 2.5))  # 2.5 s behind weighs 2500 (ms), not 10
+            await send(1, rec(1, 90_000, 0.0004))  # rounds up: behind at all weighs >= 1
+            await fleet.wait_for(lambda: state.lag.get(TopicPartition(topic, 1)) == 1)
+            assert state.lag[TopicPartition(topic, 0)] == 2500
+            await send(0, rec(0, 99, None))  # no time lag in it: the reading stands
+            await send(1, None)  # tombstone: partition 1 stopped reporting
+            await fleet.wait_for(lambda: TopicPartition(topic, 1) not in state.lag)
+            assert state.lag[TopicPartition(topic, 0)] == 2500
+            assert ctl.metrics.invalid.labels("lag")._value.get() == 0
+    finally:
+        await producer.stop()

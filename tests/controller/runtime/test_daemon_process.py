@@ -1,0 +1,128 @@
+"""``ballast run`` as a real process: HTTP surface, JSON logs, SIGKILL mid-handoff with
+recovery, and a clean SIGTERM drain."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from controller.tools import embedded
+from controller.tools.simfleet import Fleet
+from tests.brokers import start_daemon
+
+pytestmark = pytest.mark.integration
+
+
+def _write_config(
+    path: Path, kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, group: str, port: int
+) -> None:
+    path.write_text(
+        f"""
+kafka: {{bootstrap_servers: "{kafka.address}", idempotent_producer: false}}
+mqtt: {{port: {mqtt.port}, client_id: ctl-{group}, keepalive: 2}}
+rebalance: {{delay: 200ms, leave_grace: 1s, handoff_timeout: 20s}}
+lag: {{source: poll, poll_interval: 1s}}
+groups: [{{name: {group}}}]
+http: {{host: 127.0.0.1, port: {port}}}
+metrics: {{per_member: true, per_member_cap: 2}}
+logging: {{format: json}}
+"""
+    )
+
+
+def _get(port: int, path: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+async def test_daemon_process_http_logs_kill_and_drain(
+    kafka: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+    names: tuple[str, str],
+    topic: str,
+    tmp_path: Path,
+) -> None:
+    group = names[0]
+    port = embedded.free_port()
+    config, log = tmp_path / "ballast.yaml", tmp_path / "daemon.log"
+    _write_config(config, kafka, mqtt, group, port)
+    proc = start_daemon(config, log)
+    fleet = Fleet(kafka.address, mqtt.port, group, keepalive=1)
+    double: list[str] = []
+    try:
+        await embedded.wait_until_ready(port, proc=proc)
+        await fleet.start()
+        fleet.on_apply = lambda _m: double.extend(
+            str(tp) for tp, o in fleet.owners().items() if len(o) > 1
+        )
+        for m in ("a", "b"):
+            await fleet.join(m, [topic])
+        await fleet.wait_for(
+            lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [6, 6]
+        )
+
+        status, body = await asyncio.to_thread(_get, port, f"/v1/groups/{group}")
+        view = json.loads(body)
+        assert status == 200
+        assert sorted(view["members"]) == ["a", "b"]
+        assert view["quality"]["count_spread"] == 0
+        assert (await asyncio.to_thread(_get, port, "/v1/groups/nope"))[0] == 404
+        status, body = await asyncio.to_thread(_get, port, "/metrics")
+        text = body.decode()
+        for metric in (
+            f'ballast_group_members{{group="{group}"}} 2.0',
+            f'ballast_group_partitions{{group="{group}",state="assigned"}} 12.0',
+            "ballast_rebalances_total",
+            "ballast_rebalance_latency_seconds_bucket",
+            'ballast_connection_up{connection="mqtt"} 1.0',
+            "ballast_ready 1.0",
+        ):
+            assert metric in text, metric
+        assert text.count("ballast_member_partitions{") == 2  # capped per group
+
+        # A join starts handoffs (a and b must revoke before c is granted); a member that
+        # never acks keeps them pending while we SIGKILL the controller mid-handoff.
+        stuck = fleet.members["a"]
+        fleet.members.pop("a")  # stops applying and acking, presence stays
+        await fleet.join("c", [topic])
+        await asyncio.sleep(1.0)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        fleet.members["a"] = stuck
+        # Restart: it recovers the granted state and finishes the handoff without ever
+        # granting a partition that its old owner has not released.
+        proc = start_daemon(config, log)
+        await embedded.wait_until_ready(port, proc=proc)
+        await fleet.catch_up(stuck)  # it applies its revoke late, after the restart
+        await fleet.wait_for(
+            lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [4, 4, 4],
+            timeout=30,
+        )
+        assert double == []
+        epochs = {
+            json.loads(line).get("epoch")
+            for line in log.read_text().splitlines()
+            if '"group_acquired"' in line
+        }
+        assert epochs == {1, 2}
+    finally:
+        await fleet.stop()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(20) == 0
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    rebalances = [entry for entry in lines if entry["event"] == "rebalance"]
+    assert rebalances
+    for key in ("group", "generation", "reason", "moved", "duration_ms", "skew"):
+        assert key in rebalances[0]
+    assert lines[-1]["event"] == "stopped"
+    assert os.path.exists(log)

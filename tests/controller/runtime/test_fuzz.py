@@ -1,0 +1,240 @@
+"""Fuzzing every decoder and every handler of outside input with hypothesis.
+
+Decoders (presence, assignment, lag, offset sample, trace event, config) may only raise
+their own error. Handlers (MQTT presence, Kafka heartbeats, lag records) must never
+raise, and must count every rejection in ``ballast_invalid_messages_total``: each input
+ends up accepted, ignored (another controller's group) or counted, never lost silently.
+The number of inputs tried is printed at the end of the module (``pytest -s``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import string
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from controller.core.group import GroupState, GroupTuning
+from controller.errors import InputError
+from controller.runtime.config import Config, load_config
+from controller.runtime.lag_ingest import LagIngest
+from controller.runtime.membership import KafkaHeartbeats, MqttPresence, Sink
+from controller.runtime.metrics import Metrics
+from controller.runtime.replica_state import ManagedGroup, ReplicaState
+from controller.wire.records import (
+    Assignment,
+    DecodeError,
+    LagRecord,
+    OffsetSample,
+    Presence,
+    TraceEvent,
+    decode,
+)
+
+EXAMPLES = 1000
+TRIED: Counter[str] = Counter()
+
+GOOD: dict[type[Any], dict[str, Any]] = {
+    Presence: {
+        "group": "g",
+        "member": "m-1",
+        "topics": ["orders"],
+        "generation": 3,
+        "partitions": [["orders", 1]],
+    },
+    Assignment: {
+        "group": "g",
+        "member": "m-1",
+        "generation": 2,
+        "controller_epoch": 1,
+        "partitions": [["orders", 0]],
+        "issued_at": 1.0,
+    },
+    LagRecord: {"group": "g", "topic": "orders", "partition": 1, "lag": 10, "observed_at": 1.0},
+    OffsetSample: {
+        "group": "g",
+        "topic": "orders",
+        "partition": 1,
+        "committed": 5,
+        "log_end": 9,
+        "sampled_at": 1.0,
+    },
+    TraceEvent: {"group": "g", "t": 0, "kind": "join", "member": "m", "topics": ["orders"]},
+}
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+raw_bytes = st.one_of(
+    st.binary(max_size=400),
+    st.text(max_size=400).map(str.encode),
+    json_values.map(lambda v: json.dumps(v).encode()),
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report() -> Iterator[None]:
+    yield
+    print(f"\nfuzz inputs tried: {dict(sorted(TRIED.items()))}, total {sum(TRIED.values())}")
+
+
+def _mutated(model: type[Any]) -> st.SearchStrategy[bytes]:
+    """A valid record with some fields replaced, removed or added."""
+    good = GOOD[model]
+    keys = st.sampled_from([*good, "version", "extra", "state", "lag", "revoking"])
+    return st.tuples(
+        st.dictionaries(keys, json_values, max_size=5), st.sets(st.sampled_from(list(good)))
+    ).map(
+        lambda t: json.dumps({k: v for k, v in {**good, **t[0]}.items() if k not in t[1]}).encode()
+    )
+
+
+@pytest.mark.parametrize("model", list(GOOD), ids=lambda m: m.__name__)
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_decoders_raise_only_decode_error(model: type[Any], data: st.DataObject) -> None:
+    payload = data.draw(st.one_of(raw_bytes, _mutated(model)))
+    TRIED[f"decode {model.__name__}"] += 1
+    with contextlib.suppress(DecodeError):
+        decode(model, payload, "fuzz")
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.seen: list[Presence] = []
+        self.gone: list[tuple[str, str]] = []
+
+    def sink(self) -> Sink:
+        return Sink(
+            self.seen.append, lambda g, m, _since: self.gone.append((g, m)), frozenset({"g"})
+        )
+
+
+def _cfg() -> Config:
+    return Config.model_validate({"groups": [{"name": "g"}]})
+
+
+topics = st.one_of(
+    st.text(max_size=40),
+    st.builds(
+        lambda g, m: f"ballast/{g}/members/{m}",
+        st.sampled_from(["g", "other", ""]),
+        st.sampled_from(["m-1", "m-2", "", "a/b"]),
+    ),
+)
+
+
+@settings(max_examples=EXAMPLES * 2, deadline=None)
+@given(topic=topics, payload=st.one_of(raw_bytes, _mutated(Presence), st.just(b"")))
+def test_mqtt_presence_handler_counts_every_rejection(topic: str, payload: bytes) -> None:
+    TRIED["mqtt presence"] += 1
+    metrics, rec = Metrics(), Recorder()
+    presence = MqttPresence(_cfg(), rec.sink(), metrics)
+    presence._handle(topic, payload)
+    invalid = metrics.invalid.labels("presence")._value.get()
+    parts = topic.split("/")
+    foreign = len(parts) == 4 and parts[2] == "members" and parts[1] != "g"
+    assert len(rec.seen) + len(rec.gone) + invalid + foreign == 1
+
+
+def test_presence_whose_topic_and_body_disagree_is_rejected() -> None:
+    metrics, rec = Metrics(), Recorder()
+    presence = MqttPresence(_cfg(), rec.sink(), metrics)
+    body = json.dumps({**GOOD[Presence], "member": "m-2"}).encode()
+    presence._handle("ballast/g/members/m-1", body)  # m-1 writing m-2's announcement
+    assert rec.seen == []
+    assert metrics.invalid.labels("presence")._value.get() == 1
+
+
+keys = st.one_of(st.none(), st.binary(max_size=30), st.sampled_from([b"g/m-1", b"other/m", b"g/"]))
+
+
+@settings(max_examples=EXAMPLES * 2, deadline=None)
+@given(key=keys, value=st.one_of(st.none(), raw_bytes, _mutated(Presence)))
+def test_heartbeat_handler_counts_every_rejection(key: bytes | None, value: bytes | None) -> None:
+    TRIED["kafka heartbeat"] += 1
+    metrics, rec = Metrics(), Recorder()
+    heartbeats = KafkaHeartbeats(_cfg(), rec.sink(), metrics)
+    heartbeats._handle(key, value, "fuzz")
+    invalid = metrics.invalid.labels("heartbeat")._value.get()
+    fields = key.split(b"/") if key is not None and _utf8(key) else []
+    foreign = len(fields) == 2 and all(fields) and fields[0] != b"g"
+    assert len(rec.seen) + len(rec.gone) + invalid + foreign == 1
+
+
+def _utf8(b: bytes) -> bool:
+    try:
+        b.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+class Msg:
+    topic, partition, offset = "ballast.lag", 0, 7
+
+    def __init__(self, key: bytes | None, value: bytes | None) -> None:
+        self.key, self.value = key, value
+
+
+lag_keys = st.one_of(keys, st.sampled_from([b"g/orders/1", b"g/orders/99", b"other/orders/1"]))
+
+
+@settings(max_examples=EXAMPLES * 2, deadline=None)
+@given(key=lag_keys, value=st.one_of(st.none(), raw_bytes, _mutated(LagRecord)))
+def test_lag_record_handler_counts_every_rejection(key: bytes | None, value: bytes | None) -> None:
+    TRIED["lag record"] += 1
+    asyncio.run(_lag_record_outcome(key, value))
+
+
+async def _lag_record_outcome(key: bytes | None, value: bytes | None) -> None:
+    state = ReplicaState()
+    state.groups["g"] = ManagedGroup("g", GroupState("g", GroupTuning(), {"orders": 4}), 1)
+    rejected: list[str] = []
+    ingest = LagIngest(_cfg(), state, None, lambda source, _why: rejected.append(source))
+    readings: dict[str, dict[Any, int | None]] = {}
+    ingest.record(Msg(key, value), readings)
+    invalid = rejected.count("lag")
+    accepted = sum(len(v) for v in readings.values())
+    assert accepted + invalid <= 1
+    if accepted + invalid == 0:  # ignored: another group's, or a tombstone naming no partition
+        assert key is not None
+        fields = key.decode().split("/")
+        assert len(fields) == 3
+        assert value is None or fields[0] != "g"
+
+
+yaml_text = st.one_of(
+    st.text(alphabet=string.printable, max_size=300),
+    st.dictionaries(
+        st.sampled_from(
+            ["kafka", "mqtt", "groups", "lag", "rebalance", "ha", "http", "pipeline", "x"]
+        ),
+        json_values,
+        max_size=4,
+    ).map(json.dumps),
+)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(text=yaml_text)
+def test_config_loader_raises_only_input_error(
+    text: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    TRIED["config"] += 1
+    path: Path = tmp_path_factory.mktemp("cfg") / "ballast.yaml"
+    path.write_text(text)
+    with contextlib.suppress(InputError):
+        load_config(path, environ={})

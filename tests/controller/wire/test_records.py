@@ -1,0 +1,89 @@
+"""Decoders accept exactly the documented records and reject everything else with a
+message naming what was wrong."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from controller.wire.records import (
+    MAX_PAYLOAD_BYTES,
+    Assignment,
+    DecodeError,
+    LagRecord,
+    Presence,
+    decode,
+    split_key,
+)
+
+GOOD_PRESENCE = {
+    "group": "g",
+    "member": "m-1",
+    "topics": ["orders"],
+    "generation": 3,
+    "partitions": [["orders", 1]],
+}
+
+
+def test_presence_round_trip() -> None:
+    p = decode(Presence, json.dumps(GOOD_PRESENCE).encode(), "src")
+    assert decode(Presence, p.encode(), "src") == p
+    assert p.version == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"topics": "orders"}, "topics: Input should be a valid list"),
+        ({"generation": -2}, "generation: Input should be greater than or equal to -1"),
+        ({"generation": "3"}, "generation: Input should be a valid integer"),
+        (
+            {"partitions": [["orders", -1]]},
+            "partitions.0.1: Input should be greater than or equal to 0",
+        ),
+        ({"partitions": [["orders", 1], ["orders", 1]]}, "lists a partition more than once"),
+        ({"member": "a/b"}, "member: String should match pattern"),
+        ({"state": "zombie"}, "state: Input should be 'active' or 'leaving'"),
+        ({"capacity": 0}, "capacity: Input should be greater than 0"),
+        ({"lag": [["orders", 1, -5]]}, "lag.0.2: Input should be greater than or equal to 0"),
+        ({"version": 2}, "version: Input should be 1"),
+        ({"surprise": True}, "surprise: Extra inputs are not permitted"),
+    ],
+)
+def test_presence_rejections_name_the_field(change: dict[str, object], expected: str) -> None:
+    with pytest.raises(DecodeError) as err:
+        decode(Presence, json.dumps({**GOOD_PRESENCE, **change}).encode(), "ballast/g/members/m-1")
+    assert expected in str(err.value)
+    assert str(err.value).startswith("ballast/g/members/m-1: ")
+
+
+def test_oversized_and_non_json_payloads() -> None:
+    with pytest.raises(DecodeError, match="exceeds"):
+        decode(Presence, b"{" + b" " * MAX_PAYLOAD_BYTES + b"}", "s")
+    with pytest.raises(DecodeError, match="not JSON"):
+        decode(Presence, b"\xff\xfe", "s")
+    with pytest.raises(DecodeError, match="empty payload"):
+        decode(Presence, None, "s")
+
+
+def test_assignment_and_lag_records() -> None:
+    a = Assignment(
+        group="g",
+        member="m",
+        generation=1,
+        controller_epoch=2,
+        partitions=[("t", 0)],
+        issued_at=1.0,
+    )
+    assert decode(Assignment, a.encode(), "s") == a
+    with pytest.raises(DecodeError, match="lag: Input should be greater than or equal to 0"):
+        decode(LagRecord, b'{"group":"g","topic":"t","partition":0,"lag":-1,"observed_at":1}', "s")
+
+
+def test_keys() -> None:
+    assert split_key(b"g/m", "s") == ["g", "m"]
+    assert split_key(b"g/t/3", "s", parts=3) == ["g", "t", "3"]
+    for bad in (None, b"", b"nogroup", b"a/b/c", b"/m", b"\xff/x"):
+        with pytest.raises(DecodeError):
+            split_key(bad, "s")
