@@ -214,12 +214,12 @@ async def test_fleet_under_faults(
         c.start_worker("c", restart=True)
         await c.settled(3)
         generation = c.view()["generation"]
-        before = c.granted()
+        grants = c.granted()
         c.signal_worker("c", signal.SIGTERM)
         c.start_worker("c", restart=True)
         await c.settled(3)
         assert c.view()["generation"] == generation + 1
-        assert c.granted() == before
+        assert c.granted() == grants
         await c.clean_round(120, report, "rolling_restart")
 
         # Controller SIGKILL in the middle of a handoff (a join starts revokes), then restart.
