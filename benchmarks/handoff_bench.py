@@ -34,7 +34,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from controller.client.consumer import ManagedConsumer
+from controller.client import ManagedConsumer
 from controller.tools import embedded
 
 PER_CONSUMER = 4

@@ -1,4 +1,4 @@
-"""Rewrite the JSON Schema blocks of docs/protocol.md from controller/records.py."""
+"""Rewrite the JSON Schema blocks of docs/protocol.md from controller/wire/records.py."""
 
 from __future__ import annotations
 

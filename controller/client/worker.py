@@ -3,7 +3,7 @@ end-to-end tests. It "processes" a record by appending ``topic partition offset 
 time`` to a file, then commits each batch; the file tells exactly what was processed, and
 twice. Beside it, ``<out>.events`` (JSON lines) says when partitions were granted and
 revoked (revoke written before the acknowledgement leaves) and what each commit covered:
-the fault suite's checker reads both (``controller.chaos``).
+the fault suite's checker reads both (``controller.tools.chaos``).
 
 SIGTERM closes cleanly: a clean leave by default, or with ``--restart`` a restart that
 keeps the member's partitions for ``leave_grace``. SIGKILL is a crash.

@@ -9,7 +9,7 @@ dead). So no partition is ever granted to two members at once (design invariant 
 ``plan()`` computes the records to publish without changing the granted state;
 ``commit()`` makes a plan the granted state. The daemon commits a plan just before
 publishing it and retries publication until it lands, so no member ever sees a record the
-controller has not committed. The I/O around it is in ``controller.daemon``.
+controller has not committed. The I/O around it is in ``controller.runtime.group_loop``.
 
 A plan depends only on plans published before it, never on its own records: what a
 departed member held is granted by the plan after its tombstone, like a revoke. Any

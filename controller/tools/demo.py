@@ -23,7 +23,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from controller import logs
-from controller.client.consumer import ManagedConsumer
+from controller.client import ManagedConsumer
 from controller.runtime.config import Config
 from controller.runtime.daemon import Controller
 from controller.runtime.http import bound_port, serve

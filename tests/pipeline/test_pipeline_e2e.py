@@ -16,7 +16,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
 
 from assignors import TopicPartition
-from controller.client.consumer import ManagedConsumer
+from controller.client import ManagedConsumer
 from controller.runtime.config import Config
 from controller.tools import embedded
 from controller.wire.records import OffsetSample, partition_key

@@ -48,7 +48,7 @@ FAULTS = (
     ("freeze_at_point", 3),
     ("restart_mqtt", 1),
 )
-#: Where ``freeze_at_point`` freezes a replica (see ``controller.faultpoints``).
+#: Where ``freeze_at_point`` freezes a replica (see ``controller.runtime.faultpoints``).
 FREEZE_POINTS = (
     "acquire.after_read",
     "acquire.before_epoch",

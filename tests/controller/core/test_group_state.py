@@ -1,7 +1,7 @@
 """The group control logic against a simulated fleet, with a simulated clock.
 
 Simulated consumers apply their latest record after a random delay and then ack it, like
-``controller.client`` does. At every step no partition may be applied by two members
+``controller.client.consumer`` does. At every step no partition may be applied by two members
 (invariant 1), and after things settle every partition is owned by a live member
 (invariant 2).
 """

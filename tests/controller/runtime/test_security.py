@@ -22,7 +22,7 @@ from pathlib import Path
 import aiomqtt
 import pytest
 
-from controller.client.consumer import ManagedConsumer
+from controller.client import ManagedConsumer
 from controller.tools import embedded
 from controller.wire.presence import MqttAuth
 from tests.brokers import start_daemon

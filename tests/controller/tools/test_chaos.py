@@ -1,4 +1,4 @@
-"""The fault suite on real processes (``controller.chaos``): the named race of the HA
+"""The fault suite on real processes (``controller.tools.chaos``): the named race of the HA
 issue, and a short seeded run of random faults. Long runs: benchmarks/chaos_bench.py."""
 
 from __future__ import annotations

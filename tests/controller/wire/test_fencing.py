@@ -1,4 +1,4 @@
-"""The one fencing rule (``controller.fencing``), and what it protects: recovery, audit and
+"""The one fencing rule (``controller.wire.fencing``), and what it protects: recovery, audit and
 the reconciler's rule that a publication depends only on earlier ones."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""docs/protocol.md embeds the JSON Schemas generated from controller/records.py."""
+"""docs/protocol.md embeds the JSON Schemas generated from controller/wire/records.py."""
 
 from __future__ import annotations
 
