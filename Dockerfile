@@ -12,6 +12,7 @@ RUN apt-get update \
 COPY pyproject.toml README.md ./
 COPY assignors ./assignors
 COPY controller ./controller
+COPY pipeline ./pipeline
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 # Final stage: only the runtime wheels, no compilers, a non-root user.

@@ -227,7 +227,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_schema)
 
     for command in entry_points(group=COMMANDS):
-        command.load()(sub)  # e.g. ``ballast pipeline`` (pipeline/commands.py)
+        try:
+            register = command.load()  # e.g. ``ballast pipeline`` (pipeline/commands.py)
+        except ImportError:
+            continue  # declared, but its package is not in this installation
+        register(sub)
     return parser
 
 

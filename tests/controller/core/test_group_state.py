@@ -142,6 +142,15 @@ class Sim:
         return {tp: c.name for c in self.consumers.values() for tp in c.applied}
 
 
+def settled(seed: int, *names: str) -> Sim:
+    """A group whose members (all on ``orders``) have settled."""
+    sim = Sim(seed)
+    for n in names:
+        sim.join(n, ["orders"])
+    sim.settle(6)
+    return sim
+
+
 def all_partitions(topics: set[str]) -> set[TopicPartition]:
     return {TopicPartition(t, p) for t in topics for p in range(PPT[t])}
 
@@ -176,10 +185,7 @@ def test_never_two_owners_and_everything_owned_after_settling(seed: int, ops: li
 
 
 def test_clean_leave_hands_over_without_waiting_for_timeout() -> None:
-    sim = Sim(1)
-    for n in ("a", "b", "c"):
-        sim.join(n, ["orders"])
-    sim.settle(6)
+    sim = settled(1, "a", "b", "c")
     assert len(sim.owners()) == 12
     sim.leave("b")
     sim.settle(2 + 3)  # delay + apply: far below handoff_timeout
@@ -188,10 +194,7 @@ def test_clean_leave_hands_over_without_waiting_for_timeout() -> None:
 
 
 def test_crash_waits_for_leave_grace_then_reassigns() -> None:
-    sim = Sim(2)
-    for n in ("a", "b"):
-        sim.join(n, ["orders"])
-    sim.settle(6)
+    sim = settled(2, "a", "b")
     sim.crash("b")
     sim.settle(TUNING.leave_grace - 1)
     assert len(sim.owners()) == 6  # b's six wait out the grace
@@ -200,10 +203,7 @@ def test_crash_waits_for_leave_grace_then_reassigns() -> None:
 
 
 def test_restart_within_grace_moves_nothing() -> None:
-    sim = Sim(3)
-    for n in ("a", "b", "c"):
-        sim.join(n, ["orders"])
-    sim.settle(6)
+    sim = settled(3, "a", "b", "c")
     before = {c.name: c.applied for c in sim.consumers.values()}
     generation = sim.group.reconciler.generation
     sim.crash("b")
@@ -226,10 +226,7 @@ def test_a_grant_is_never_consumed_by_a_process_it_was_not_issued_to() -> None:
     process starts. The new process reads its predecessor's grant before the controller
     hears of it; the controller meanwhile gives b's partitions away. Had the new process
     consumed that grant, two members would hold them."""
-    sim = Sim(8)
-    for n in ("a", "b"):
-        sim.join(n, ["orders"])
-    sim.settle(6)
+    sim = settled(8, "a", "b")
     sim.crash("b")
     sim.settle(TUNING.leave_grace - 0.5)
     sim.join("b", ["orders"], delay=2.0)  # its presence arrives after the grace ended
@@ -241,10 +238,7 @@ def test_a_grant_is_never_consumed_by_a_process_it_was_not_issued_to() -> None:
 
 
 def test_a_long_absence_is_recorded_so_a_takeover_keeps_the_clock() -> None:
-    sim = Sim(3)
-    for n in ("a", "b"):
-        sim.join(n, ["orders"])
-    sim.settle(6)
+    sim = settled(3, "a", "b")
     held = sim.consumers["b"].applied
     generation = sim.group.reconciler.generation
     sim.crash("b")

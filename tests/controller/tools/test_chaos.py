@@ -19,9 +19,19 @@ from controller.tools.chaos.nemesis import GROUP, Run
 pytestmark = pytest.mark.integration
 
 
-def _verdict(run: Run, produced: list[str]) -> checker.Verdict:
+async def _finish(run: Run) -> None:
+    """Stop producing; every record processed, no overlap, no unexplained duplicate, and
+    ``ballast audit`` clean."""
+    await run.stop_producing()
+    produced = [str(i) for i in range(run.produced)]
+    assert await run.drain(produced, 60), "records never processed"
     logs = {p.stem: checker.WorkerLog.read(p.stem, p) for p in run.workdir.glob("w*.out")}
-    return checker.check(produced, logs, run.deaths, end=float("inf"))
+    verdict = checker.check(produced, logs, run.deaths, end=float("inf"))
+    print(json.dumps(verdict.summary()))
+    assert verdict.ok, verdict.summary()
+    assert run.kafka is not None
+    reports = await run_audit(run.kafka.address, "ballast.assignments", [GROUP], 60.0)
+    assert reports[0].ok, reports[0].render()
 
 
 async def test_replica_frozen_after_reading_cannot_grant_what_its_successor_moved(
@@ -52,15 +62,7 @@ async def test_replica_frozen_after_reading_cannot_grant_what_its_successor_move
         run.procs["r1"].send_signal(signal.SIGCONT)
         run.note("thaw", target="r1")
         await asyncio.sleep(8)  # r1 does whatever it would do
-        await run.stop_producing()
-        produced = [str(i) for i in range(run.produced)]
-        assert await run.drain(produced, 60), "records never processed"
-        verdict = _verdict(run, produced)
-        assert run.kafka is not None
-        reports = await run_audit(run.kafka.address, "ballast.assignments", [GROUP], 60.0)
-    print(json.dumps(verdict.summary()))
-    assert verdict.ok, verdict.summary()
-    assert reports[0].ok, reports[0].render()
+        await _finish(run)
     log = (tmp_path / "r1.log").read_text()
     assert "acquire_refused" in log  # the coordinator refused the frozen replica's epoch
 
@@ -110,15 +112,7 @@ async def test_a_restarted_worker_consumes_nothing_granted_to_its_predecessor(
             "the new w0 granted partitions by the controller",
         )
         await asyncio.sleep(3)
-        await run.stop_producing()
-        produced = [str(i) for i in range(run.produced)]
-        assert await run.drain(produced, 60), "records never processed"
-        verdict = _verdict(run, produced)
-        assert run.kafka is not None
-        reports = await run_audit(run.kafka.address, "ballast.assignments", [GROUP], 60.0)
-    print(json.dumps(verdict.summary()))
-    assert verdict.ok, verdict.summary()
-    assert reports[0].ok, reports[0].render()
+        await _finish(run)
 
 
 async def test_seeded_faults_short(tmp_path: Path) -> None:
