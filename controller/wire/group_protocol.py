@@ -1,13 +1,26 @@
-"""Ballast's strategies as assignors for Kafka's own group protocol (aiokafka).
+"""Ballast's strategies as assignors for Kafka's own group protocol (aiokafka), for fleets
+that use ``subscribe()`` and no controller (docs/client.md, "Without a controller").
 
-The group leader runs ``assign`` during a rebalance. Each member's subscription carries
-what it owned and the generation it owned it in (KIP-54's user data, with KIP-341's
-generation), so the sticky strategies keep ownership across rebalances and leader
-changes; where two members claim a partition, the claim of the newer generation wins
-(a member that was paused and expelled comes back with stale claims). A malformed claim
-counts as owning nothing: it is logged, never a failed rebalance.
+The group leader runs ``assign`` during a rebalance, through ``assignors.assign``: its
+result is the pure function's on the same subscriptions, ownership and lag. Each
+member's subscription carries JSON user data (KIP-54, with KIP-341's generation)::
 
-The controller's own election uses ``group_assignor("sticky")`` for its control group, so
+    {"v": 1, "generation": g, "owned": [[topic, partition], ...],
+     "lag": [[topic, partition, lag], ...]}
+
+so the sticky strategies keep ownership across rebalances and leader changes; where two
+members claim a partition, the claim of the newer generation wins (a member that was
+paused and expelled comes back with stale claims). ``lag`` is what the member measured
+for the partitions it owns (``GroupLag``); the leader also remembers what it heard in
+earlier rebalances for partitions whose owner left. A malformed blob counts as owning
+nothing and reporting no lag: it is logged and counted, never a failed rebalance.
+Unknown keys are ignored, so members of other versions interoperate.
+
+Protocol names are stable: ``ballast-range``, ``ballast-roundrobin``, ``ballast-fair``,
+``ballast-sticky``, ``ballast-lag``, ``ballast-lagsticky``. A member may list several
+assignors; the broker picks one every member supports, as for Kafka's own.
+
+The controller's election uses ``group_assignor("sticky")`` for its control group, so
 a replica that comes back does not take shards from a healthy leader just because it
 sorts first: only the shards that balance requires move.
 """
@@ -15,8 +28,9 @@ sorts first: only the shards that balance requires move.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
 
 from aiokafka.cluster import ClusterMetadata
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
@@ -30,8 +44,13 @@ from controller import logs
 
 log = logs.get("ballast.group_protocol")
 
-#: Version of the JSON user data (``{"v": 1, "generation": g, "owned": [[t, p], ...]}``).
+#: Version of the JSON user data. Readers ignore keys they do not know.
 USER_DATA_VERSION = 1
+#: Strategies that weigh partitions by lag.
+LAG_AWARE = frozenset({"lag", "lagsticky"})
+
+#: What a member measured for the partitions it owns, read when it joins a rebalance.
+LagSource = Callable[[], Mapping[TopicPartition, int]]
 
 
 class BallastAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
@@ -43,12 +62,27 @@ class BallastAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
     version: ClassVar[int] = 0
     owned: ClassVar[list[TopicPartition] | None] = None
     generation: ClassVar[int] = -1
+    lag_source: ClassVar[LagSource | None] = None
+    #: The lag this member heard of last, as leader (partition -> lag): a partition whose
+    #: owner left keeps the weight its owner last reported.
+    known_lag: ClassVar[dict[TopicPartition, int]]
     #: Claims that could not be read, since start (for tests and metrics).
     malformed: ClassVar[int] = 0
+    #: Rebalances of a lag-aware strategy with no lag from any member (count balance).
+    lag_unavailable: ClassVar[int] = 0
+    #: The last rebalance this member led: the pure function's inputs and its result.
+    last: ClassVar[LedRebalance | None] = None
 
     @classmethod
     def metadata(cls, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
-        data = {"v": USER_DATA_VERSION, "generation": cls.generation, "owned": cls.owned or []}
+        data: dict[str, Any] = {
+            "v": USER_DATA_VERSION,
+            "generation": cls.generation,
+            "owned": cls.owned or [],
+        }
+        lag = cls._own_lag()
+        if lag:
+            data["lag"] = sorted([tp.topic, tp.partition, v] for tp, v in lag.items())
         return ConsumerProtocolMemberMetadata(
             cls.version, sorted(topics), json.dumps(data).encode()
         )
@@ -57,24 +91,28 @@ class BallastAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
     def assign(
         cls, cluster: ClusterMetadata, members: Mapping[str, ConsumerProtocolMemberMetadata]
     ) -> dict[str, ConsumerProtocolMemberAssignment]:
-        subscriptions = {m: list(md.subscription) for m, md in members.items()}
+        subscriptions = {m: sorted(md.subscription) for m, md in members.items()}
         topics = {t for ts in subscriptions.values() for t in ts}
-        counts = {t: len(cluster.partitions_for_topic(t) or ()) for t in topics}
+        counts = {t: len(cluster.partitions_for_topic(t) or ()) for t in sorted(topics)}
         best: dict[TopicPartition, tuple[int, str]] = {}
+        heard: dict[TopicPartition, int] = {}
         generations = [-1]
         for member in sorted(members):
-            generation, owned = cls._claims(member, members[member].user_data)
-            generations.append(generation)
-            for tp in owned:
+            claims = cls._claims(member, members[member].user_data)
+            generations.append(claims.generation)
+            heard.update(claims.lag)
+            for tp in claims.owned:
                 if tp.partition >= counts.get(tp.topic, 0):
                     continue
                 held = best.get(tp)
-                if held is None or generation > held[0]:
-                    best[tp] = (generation, member)
+                if held is None or claims.generation > held[0]:
+                    best[tp] = (claims.generation, member)
         current: dict[str, list[TopicPartition]] = {}
-        for tp, (_, member) in best.items():
+        for tp, (_, member) in sorted(best.items()):
             current.setdefault(member, []).append(tp)
-        result = assign(cls.strategy, counts, subscriptions, current=current)
+        lag = cls._lag(heard, counts)
+        result = assign(cls.strategy, counts, subscriptions, current=current, lag=lag)
+        cls.last = LedRebalance(counts, subscriptions, current, lag, result)
         data = json.dumps({"v": USER_DATA_VERSION, "generation": max(generations) + 1}).encode()
         out = {}
         for member, parts in result.items():
@@ -95,23 +133,82 @@ class BallastAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
             cls.generation = -1
 
     @classmethod
-    def _claims(cls, member: str, user_data: bytes) -> tuple[int, list[TopicPartition]]:
+    def _own_lag(cls) -> dict[TopicPartition, int]:
+        if cls.lag_source is None or cls.strategy not in LAG_AWARE:
+            return {}
+        try:
+            lag = dict(cls.lag_source())
+        except Exception as exc:  # the application's callable: never fail a rebalance
+            log.warning("lag_source_failed", assignor=cls.name, error=repr(exc))
+            return {}
+        owned = set(cls.owned or ())
+        return {tp: max(0, int(v)) for tp, v in lag.items() if tp in owned}
+
+    @classmethod
+    def _lag(
+        cls, heard: Mapping[TopicPartition, int], counts: Mapping[str, int]
+    ) -> dict[TopicPartition, int] | None:
+        if cls.strategy not in LAG_AWARE:
+            return None
+        cls.known_lag.update(heard)
+        lag = {tp: v for tp, v in cls.known_lag.items() if tp.partition < counts.get(tp.topic, 0)}
+        if not lag:
+            if cls.lag_unavailable == 0:
+                log.warning(
+                    "lag_unavailable",
+                    assignor=cls.name,
+                    detail="no member reported lag: balancing partition counts only",
+                )
+            cls.lag_unavailable += 1
+            return None
+        return lag
+
+    @classmethod
+    def _claims(cls, member: str, user_data: bytes) -> Claims:
         if not user_data:
-            return -1, []
+            return Claims(-1, [], {})
         try:
             data: Any = json.loads(user_data)
             generation = int(data["generation"])
             owned = [TopicPartition(str(t), int(p)) for t, p in data["owned"]]
-        except (ValueError, TypeError, KeyError) as exc:
+            lag = {
+                TopicPartition(str(t), int(p)): max(0, int(v)) for t, p, v in data.get("lag", [])
+            }
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
             cls.malformed += 1
             log.warning("malformed_assignor_user_data", member=member, error=repr(exc))
-            return -1, []
-        return generation, owned
+            return Claims(-1, [], {})
+        return Claims(generation, owned, lag)
 
 
-def group_assignor(strategy: str) -> type[BallastAssignor]:
+class Claims(NamedTuple):
+    """What one member's user data says."""
+
+    generation: int
+    owned: list[TopicPartition]
+    lag: dict[TopicPartition, int]
+
+
+@dataclass(frozen=True)
+class LedRebalance:
+    """A rebalance as its leader computed it: ``assign(strategy, counts, subscriptions,
+    current=current, lag=lag) == result``."""
+
+    counts: dict[str, int]
+    subscriptions: dict[str, list[str]]
+    current: dict[str, list[TopicPartition]]
+    lag: dict[TopicPartition, int] | None
+    result: dict[str, list[TopicPartition]]
+
+
+def group_assignor(strategy: str, *, lag: LagSource | None = None) -> type[BallastAssignor]:
     """An aiokafka assignor running ``strategy`` (a name in ``assignors.STRATEGIES``),
-    registered in the group protocol as ``ballast-<strategy>``."""
+    registered in the group protocol as ``ballast-<strategy>``. Make one per consumer.
+
+    ``lag``: for ``lag`` and ``lagsticky``, a callable returning this consumer's lag for
+    the partitions it owns (``controller.client.GroupLag``), read when it joins a
+    rebalance. Without it, and with no other member reporting, a lag-aware strategy
+    balances partition counts (logged once, counted in ``lag_unavailable``)."""
     if strategy not in STRATEGIES:
         raise ValueError(
             f"unknown strategy {strategy!r}; valid strategies: {', '.join(STRATEGIES)}"
@@ -119,5 +216,15 @@ def group_assignor(strategy: str) -> type[BallastAssignor]:
     return type(
         f"Ballast{strategy.capitalize()}Assignor",
         (BallastAssignor,),
-        {"name": f"ballast-{strategy}", "strategy": strategy, "owned": None, "generation": -1},
+        {
+            "name": f"ballast-{strategy}",
+            "strategy": strategy,
+            "owned": None,
+            "generation": -1,
+            "lag_source": staticmethod(lag) if lag is not None else None,
+            "known_lag": {},
+            "malformed": 0,
+            "lag_unavailable": 0,
+            "last": None,
+        },
     )

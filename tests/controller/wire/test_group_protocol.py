@@ -8,7 +8,7 @@ import pytest
 from aiokafka.cluster import ClusterMetadata
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
 
-from assignors import TopicPartition, assign
+from assignors import STRATEGIES, TopicPartition, assign
 from controller.runtime import faultpoints
 from controller.wire.group_protocol import group_assignor
 
@@ -23,10 +23,23 @@ class Cluster(ClusterMetadata):  # type: ignore[misc]
 
 
 def meta(
-    topics: list[str], generation: int, owned: list[tuple[str, int]]
+    topics: list[str],
+    generation: int,
+    owned: list[tuple[str, int]],
+    lag: list[tuple[str, int, int]] | None = None,
+    **extra: object,
 ) -> ConsumerProtocolMemberMetadata:
-    data = json.dumps({"v": 1, "generation": generation, "owned": owned}).encode()
-    return ConsumerProtocolMemberMetadata(0, topics, data)
+    body: dict[str, object] = {"v": 1, "generation": generation, "owned": owned, **extra}
+    if lag is not None:
+        body["lag"] = lag
+    return ConsumerProtocolMemberMetadata(0, topics, json.dumps(body).encode())
+
+
+def owners(result: dict[str, object]) -> dict[str, list[TopicPartition]]:
+    return {
+        m: sorted(TopicPartition(t, p) for t, ps in a.assignment for p in ps)  # type: ignore[attr-defined]
+        for m, a in result.items()
+    }
 
 
 def held(result: dict[str, object], member: str) -> set[int]:
@@ -80,6 +93,100 @@ def test_malformed_user_data_owns_nothing_and_is_counted() -> None:
     assert held(result, "good") == {0}
     assert held(result, "bad") == {1}
     assert sticky.malformed == 1
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_strategy_equals_the_pure_function_on_the_same_inputs(strategy: str) -> None:
+    """Mixed subscriptions, ownership from an earlier generation, reported lag."""
+    assignor = group_assignor(strategy)
+    counts = {"a": 7, "b": 5}
+    members = {
+        "m1": meta(
+            ["a", "b"], 3, [("a", p) for p in range(7)], [("a", p, 10 * p) for p in range(7)]
+        ),
+        "m2": meta(["a"], 3, [("b", p) for p in range(5)], [("b", p, 3) for p in range(5)]),
+        "m3": meta(["b"], -1, []),
+    }
+    result = assignor.assign(Cluster(counts), members)
+    last = assignor.last
+    assert last is not None
+    assert last.counts == counts
+    assert last.subscriptions == {"m1": ["a", "b"], "m2": ["a"], "m3": ["b"]}
+    assert last.current == {
+        "m1": [TopicPartition("a", p) for p in range(7)],
+        "m2": [TopicPartition("b", p) for p in range(5)],
+    }
+    expected_lag = None
+    if strategy in ("lag", "lagsticky"):
+        expected_lag = {TopicPartition("a", p): 10 * p for p in range(7)}
+        expected_lag |= {TopicPartition("b", p): 3 for p in range(5)}
+    assert last.lag == expected_lag
+    pure = assign(strategy, counts, last.subscriptions, current=last.current, lag=expected_lag)
+    assert owners(result) == pure == last.result
+
+
+@pytest.mark.parametrize("strategy", ["lag", "lagsticky"])
+def test_lag_aware_strategies_split_the_hot_partitions(strategy: str) -> None:
+    owned = [("t", p) for p in range(6)]
+    lag = [("t", p, 5000 if p < 2 else 0) for p in range(6)]
+    members = {"hot": meta(["t"], 1, owned, lag), "new": meta(["t"], -1, [])}
+    result = owners(group_assignor(strategy).assign(Cluster({"t": 6}), members))
+    hot = [m for m, parts in result.items() for tp in parts if tp.partition < 2]
+    assert sorted(hot) == ["hot", "new"]
+
+
+def test_a_member_reports_lag_of_what_it_owns_only_and_survives_a_failing_source() -> None:
+    readings = {TopicPartition("t", 0): 40, TopicPartition("t", 1): 7, TopicPartition("u", 9): 1}
+    assignor = group_assignor("lagsticky", lag=lambda: readings)
+    assignor.owned = [TopicPartition("t", 0), TopicPartition("t", 1)]
+    assert json.loads(assignor.metadata(["t"]).user_data)["lag"] == [["t", 0, 40], ["t", 1, 7]]
+
+    def broken() -> dict[TopicPartition, int]:
+        raise RuntimeError("offsets not ready")
+
+    failing = group_assignor("lagsticky", lag=broken)
+    failing.owned = [TopicPartition("t", 0)]
+    assert "lag" not in json.loads(failing.metadata(["t"]).user_data)
+    # A lag-blind strategy never calls the source.
+    assert "lag" not in json.loads(group_assignor("sticky", lag=broken).metadata(["t"]).user_data)
+
+
+def test_the_leader_remembers_the_lag_of_a_departed_owner() -> None:
+    assignor = group_assignor("lagsticky")
+    first = {
+        "a": meta(["t"], 1, [("t", 0), ("t", 1)], [("t", 0, 900), ("t", 1, 800)]),
+        "b": meta(["t"], 1, [("t", 2), ("t", 3)], [("t", 2, 0), ("t", 3, 0)]),
+    }
+    assignor.assign(Cluster({"t": 4}), first)
+    # a left; b and c rebalance without anyone owning t-0 and t-1.
+    second = {"b": meta(["t"], 2, [("t", 2), ("t", 3)], []), "c": meta(["t"], -1, [])}
+    result = owners(assignor.assign(Cluster({"t": 4}), second))
+    assert assignor.last is not None
+    assert assignor.last.lag is not None
+    assert assignor.last.lag[TopicPartition("t", 0)] == 900
+    hot = {m for m, parts in result.items() for tp in parts if tp.partition < 2}
+    assert hot == {"b", "c"}
+
+
+def test_without_any_lag_a_lag_aware_strategy_balances_counts_and_says_so() -> None:
+    assignor = group_assignor("lagsticky")
+    members = {"a": meta(["t"], -1, []), "b": meta(["t"], -1, [])}
+    result = owners(assignor.assign(Cluster({"t": 4}), members))
+    assert sorted(len(v) for v in result.values()) == [2, 2]
+    assert assignor.lag_unavailable == 1
+    assert assignor.last is not None
+    assert assignor.last.lag is None
+
+
+def test_malformed_lag_owns_nothing_and_unknown_keys_are_ignored() -> None:
+    assignor = group_assignor("lagsticky")
+    members = {
+        "old": meta(["t"], 2, [("t", 0)], [("t", 0, "lots")]),  # type: ignore[list-item]
+        "newer": meta(["t"], 2, [("t", 1)], [("t", 1, 4)], racks=["z1"], v2_field=True),
+    }
+    result = owners(assignor.assign(Cluster({"t": 2}), members))
+    assert assignor.malformed == 1
+    assert TopicPartition("t", 1) in result["newer"]
 
 
 def test_unknown_strategy_is_refused() -> None:
