@@ -4,7 +4,8 @@ One Tansu broker on loopback, one run: for each assignor, N aiokafka consumers o
 ``subscribe()`` settle, then one member joins and one leaves. Per event: the time from
 the event until every member holds its share (disjoint, complete), the partitions that
 changed owner beyond the leaver's own, and the largest member lag afterwards (a tenth of
-the partitions carry a backlog; nothing is consumed, so lag is the backlog).
+the partitions carry a backlog; nothing is committed, so lag is the backlog; members
+fetch, so ``GroupLag`` sees the end through the Fetch high watermark).
 
     python benchmarks/group_assignors_bench.py --consumers 20 100
 """
@@ -21,7 +22,6 @@ import time
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 
 from assignors import TopicPartition
@@ -150,26 +150,25 @@ async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--consumers", type=int, nargs="+", default=[20, 100])
     parser.add_argument("--per-consumer", type=int, default=4, help="partitions per consumer")
-    parser.add_argument("--backlog", type=int, default=200, help="records on each hot partition")
+    # Above LagPolicy.min_lag (1 000): below it, lag-aware strategies leave skew alone.
+    parser.add_argument("--backlog", type=int, default=1500, help="records on each hot partition")
     args = parser.parse_args()
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp, embedded.tansu(Path(tmp)).start() as kafka:
         for n in args.consumers:
             partitions = n * args.per_consumer
             topic = f"bench-{n}"
-            admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
-            await admin.start()
-            try:
-                await admin.create_topics([NewTopic(topic, partitions, 1)])
-            finally:
-                await admin.close()
+            await embedded.create_topics(kafka.address, {topic: partitions})
             hot = rng.sample(range(partitions), max(1, partitions // 10))
             producer = AIOKafkaProducer(bootstrap_servers=kafka.address)
             await producer.start()
             try:
-                for p in hot:  # one record per batch: exact end offsets on every broker
-                    for i in range(args.backlog):
-                        await producer.send_and_wait(topic, str(i).encode(), partition=p)
+                for p in hot:
+                    sent = [
+                        await producer.send(topic, str(i).encode(), partition=p)
+                        for i in range(args.backlog)
+                    ]
+                    await asyncio.gather(*sent)
             finally:
                 await producer.stop()
             backlog = {TopicPartition(topic, p): args.backlog for p in hot}

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from controller.client import ManagedConsumer
 from controller.tools import embedded
@@ -84,7 +83,7 @@ async def ballast_run(
     kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, n: int, events: int, tmp: Path
 ) -> dict[str, Any]:
     topic, group = "ballast-bench", "ballast-bench"
-    await create_topic(kafka, topic, n * PER_CONSUMER)
+    await embedded.create_topics(kafka.address, {topic: n * PER_CONSUMER})
     port = embedded.free_port()
     config = tmp / "ballast.yaml"
     config.write_text(
@@ -185,7 +184,7 @@ async def ballast_run(
 
 async def group_run(kafka: embedded.BrokerProcess, n: int, events: int) -> dict[str, Any]:
     topic, group = "group-bench", "group-bench"
-    await create_topic(kafka, topic, n * PER_CONSUMER)
+    await embedded.create_topics(kafka.address, {topic: n * PER_CONSUMER})
     tracker = Tracker()
     consumers: dict[str, AIOKafkaConsumer] = {}
     loops: dict[str, asyncio.Task[None]] = {}
@@ -257,15 +256,6 @@ async def group_run(kafka: embedded.BrokerProcess, n: int, events: int) -> dict[
 
 
 # ------------------------------------------------------------------ helpers
-
-
-async def create_topic(kafka: embedded.BrokerProcess, topic: str, partitions: int) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, partitions, 1)])
-    finally:
-        await admin.close()
 
 
 async def settle(predicate: Any, timeout: float) -> None:

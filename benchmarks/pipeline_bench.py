@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from assignors import STRATEGIES
 from controller.runtime.config import Config
@@ -33,12 +32,7 @@ from pipeline.traces import synthesize, write_jsonl
 
 
 async def preload(address: str, topic: str, samples: int, partitions: int) -> float:
-    admin = AIOKafkaAdminClient(bootstrap_servers=address)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 4, 1)])
-    finally:
-        await admin.close()
+    await embedded.create_topics(address, {topic: 4})
     producer = AIOKafkaProducer(bootstrap_servers=address, linger_ms=20, max_batch_size=512_000)
     await producer.start()
     started = time.perf_counter()

@@ -12,7 +12,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from controller.runtime.config import Config
 from controller.tools import embedded
@@ -47,12 +46,7 @@ def names() -> tuple[str, str]:
 
 @pytest.fixture
 async def topic(kafka: embedded.BrokerProcess, names: tuple[str, str]) -> str:
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(names[1], 12, 1)])
-    finally:
-        await admin.close()
+    await embedded.create_topics(kafka.address, {names[1]: 12})
     return names[1]
 
 

@@ -20,9 +20,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 
 def free_port() -> int:
@@ -223,3 +225,13 @@ def brokers(workdir: Path | None = None) -> Iterator[tuple[BrokerProcess, Broker
         kafka = stack.enter_context(tansu(workdir).start())
         mqtt = stack.enter_context(amqtt(workdir).start())
         yield kafka, mqtt
+
+
+async def create_topics(bootstrap: str, partitions: Mapping[str, int]) -> None:
+    """Create ``{topic: partitions}`` (replication 1) on a local broker."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(t, n, 1) for t, n in sorted(partitions.items())])
+    finally:
+        await admin.close()

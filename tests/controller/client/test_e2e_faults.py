@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from controller.tools import embedded
 from controller.tools.audit import run_audit
@@ -320,10 +319,7 @@ async def test_kafka_broker_restart_with_durable_storage(
     broker = embedded.durable_tansu(tmp_path, store).start()
     c = Cluster(broker, mqtt, group, topic, tmp_path)
     try:
-        admin = AIOKafkaAdminClient(bootstrap_servers=broker.address)
-        await admin.start()
-        await admin.create_topics([NewTopic(topic, 12, 1)])
-        await admin.close()
+        await embedded.create_topics(broker.address, {topic: 12})
         await c.start_fleet("a", "b")
         await c.produce(60)
         await c.all_processed()

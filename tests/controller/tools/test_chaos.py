@@ -19,6 +19,16 @@ from controller.tools.chaos.nemesis import GROUP, Run
 pytestmark = pytest.mark.integration
 
 
+async def _r0_leads_w0_w1(run: Run) -> None:
+    """Replica r0 leads workers w0 and w1; records are being produced."""
+    run.start_replica("r0")
+    await embedded.wait_until_ready(run.ports["r0"], 60, run.procs["r0"])
+    for w in ("w0", "w1"):
+        run.start_worker(w)
+    await run.until(lambda: run.leader() == "r0", 60, "r0 leads")
+    await run.start_producing()
+
+
 async def _finish(run: Run) -> None:
     """Stop producing; every record processed, no overlap, no unexplained duplicate, and
     ``ballast audit`` clean."""
@@ -43,12 +53,7 @@ async def test_replica_frozen_after_reading_cannot_grant_what_its_successor_move
     the fix F took the same epoch and re-granted the moved partition (double ownership,
     audit: ``generation 28 after 29 in epoch 2``)."""
     async with Run(tmp_path) as run:
-        run.start_replica("r0")
-        await embedded.wait_until_ready(run.ports["r0"], 60, run.procs["r0"])
-        for w in ("w0", "w1"):
-            run.start_worker(w)
-        await run.until(lambda: run.leader() == "r0", 60, "r0 leads")
-        await run.start_producing()
+        await _r0_leads_w0_w1(run)
         run.start_replica("r1", freeze_at="acquire.after_read")
         await embedded.wait_until_ready(run.ports["r1"], 60, run.procs["r1"])
         await asyncio.sleep(3)
@@ -76,12 +81,7 @@ async def test_a_restarted_worker_consumes_nothing_granted_to_its_predecessor(
     frozen across that moment here, so the window stays open: before the fix the new
     process consumed its predecessor's grant (overlap with its successors)."""
     async with Run(tmp_path, replicas=1) as run:
-        run.start_replica("r0")
-        await embedded.wait_until_ready(run.ports["r0"], 60, run.procs["r0"])
-        for w in ("w0", "w1"):
-            run.start_worker(w)
-        await run.until(lambda: run.leader() == "r0", 60, "r0 leads")
-        await run.start_producing()
+        await _r0_leads_w0_w1(run)
         await asyncio.sleep(5)
         run.signal("w0", signal.SIGKILL, "kill_worker")
         # Its Will arrives ~1.5 s later; its grace ends leave_grace after that.
