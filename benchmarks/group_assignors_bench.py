@@ -29,6 +29,7 @@ from controller.client import GroupLag, group_assignor
 from controller.tools import embedded
 
 Holdings = dict[str, frozenset[TopicPartition]]
+VARIANTS = ("aiokafka-sticky", "ballast-sticky", "ballast-lagsticky")
 
 
 class Fleet:
@@ -152,6 +153,7 @@ async def main() -> int:
     parser.add_argument("--per-consumer", type=int, default=4, help="partitions per consumer")
     # Above LagPolicy.min_lag (1 000): below it, lag-aware strategies leave skew alone.
     parser.add_argument("--backlog", type=int, default=1500, help="records on each hot partition")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     args = parser.parse_args()
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp, embedded.tansu(Path(tmp)).start() as kafka:
@@ -172,7 +174,7 @@ async def main() -> int:
             finally:
                 await producer.stop()
             backlog = {TopicPartition(topic, p): args.backlog for p in hot}
-            for variant in ("aiokafka-sticky", "ballast-sticky", "ballast-lagsticky"):
+            for variant in args.variants:
                 result = await run_variant(kafka.address, topic, variant, n, partitions, backlog)
                 print(json.dumps(result), flush=True)
     return 0

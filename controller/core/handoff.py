@@ -176,7 +176,9 @@ class Reconciler:
                     del owner[tp]
                 pending = set(self._releasing_of.get(m, ())) | (held - grant)
                 tags = self.tags.get(m, Tags())
-                records.append(Outgoing(m, grant, frozenset(pending), *tags))
+                records.append(
+                    Outgoing(m, grant, frozenset(pending), tags.absent_since, tags.instance)
+                )
         if not records:
             self._dirty.clear()
             return None

@@ -150,7 +150,7 @@ async def test_join_and_leave_hold_what_the_pure_function_computes(
             assert all(before[m] <= after[m] for m in after)
 
 
-@pytest.mark.parametrize("strategy", ["sticky", "lagsticky"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
 async def test_a_crashed_member_is_replaced_by_the_pure_result(
     kafka: embedded.BrokerProcess, names: tuple[str, str], topic: str, strategy: str
 ) -> None:
