@@ -187,13 +187,14 @@ class Fleet:
             member, rec = entry.member, entry.record
             self._latest[member] = rec
             target = self.members.get(member)
-            if target is not None and (rec is None or not rec.issued_to(target.instance)):
+            if target is None:
+                continue
+            if rec is None:
                 # The controller declared it gone (e.g. its MQTT link dropped and the Will
-                # fired), or the grant is a predecessor's: hold nothing, as ManagedConsumer.
+                # fired): hold nothing, as ManagedConsumer does on a tombstone.
                 target.partitions = frozenset()
                 continue
-            if target is not None and rec is not None and rec.generation > target.generation:
-                self._apply(target, rec)
+            if rec.generation > target.generation and self._apply(target, rec):
                 try:
                     await self.announce(target)
                 except aiomqtt.MqttError:
@@ -201,11 +202,14 @@ class Fleet:
                     # it acks nothing more. The fleet reads on for the others.
                     self.members.pop(target.name, None)
 
-    def _apply(self, member: SimMember, rec: Assignment) -> None:
+    def _apply(self, member: SimMember, rec: Assignment) -> bool:
+        """Hold what ``rec`` grants; a predecessor's grant means hold nothing, ack nothing
+        (False), as ManagedConsumer does."""
         if not rec.issued_to(member.instance):
             member.partitions = frozenset()
-            return
+            return False
         member.generation = rec.generation
         member.partitions = rec.held()
         if self.on_apply:
             self.on_apply(member)
+        return True

@@ -106,7 +106,7 @@ class Group:
             if last is None or len(last.result) != members:
                 continue
             shares = [frozenset(v) for v in last.result.values()]
-            if sum(map(len, shares)) == partitions and all(h in shares for h in held if h):
+            if sum(map(len, shares)) == partitions and all(h and h in shares for h in held):
                 return cls
         return None
 
