@@ -13,6 +13,10 @@ proportion to the partitions it moves, not to the size of the group:
 * per member, its partitions sorted by lag, so the partition that best evens two members'
   lag is found by bisection.
 
+Partitions are ints inside (``ids.py``): no per-partition object for the garbage
+collector to walk, and C-speed sorting and bisection. ``TopicPartition`` appears only at
+the edges, for the members an event changed.
+
 Priorities: validity > count balance (KIP-54's definition) > lag balance (smallest
 largest member lag) > stickiness. After an event, balance is restored by a worklist over
 the members whose holdings changed: only pairs involving such a member can newly violate
@@ -24,11 +28,14 @@ from __future__ import annotations
 import bisect
 import gc
 import heapq
+import math
+from collections import _count_elements  # type: ignore[attr-defined]
 from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import repeat
-from operator import itemgetter
+from itertools import chain, filterfalse, repeat
+from operator import lshift, or_
 
 from sortedcontainers import SortedList
 
@@ -41,9 +48,10 @@ from .events import (
     PartitionsChanged,
     SubscriptionChanged,
 )
-from .placement import deal_uniform, greedy_place
+from .ids import LAG_SHIFT, PART_BITS, PID_MASK, TopicIds, pid_of, topic_of
+from .placement import deal_uniform, greedy_place_of, keep_uniform
 from .policy import DEFAULT_POLICY, LagPolicy
-from .spec import GroupSpec, build_spec, normalize_lag, valid_claims
+from .spec import GroupSpec, build_spec
 from .types import (
     Assignment,
     CurrentAssignment,
@@ -51,24 +59,27 @@ from .types import (
     PartitionsPerTopic,
     Subscriptions,
     TopicPartition,
-    topic_partitions,
 )
 
 Key = tuple[int, int, str]
 #: Donor candidates scanned from the top before falling back to per-topic holder heaps.
 _DONOR_SCAN = 8
 _SWAP_CANDIDATES = 256
+#: A lag update re-sorting more than this share of members rebuilds the indexes at once.
+_REINDEX_SHARE = 8
 
 
 @dataclass(slots=True, eq=False)
 class _Member:
     name: str
     topics: frozenset[str]
-    #: (effective lag, partition), ascending; the member's partitions.
-    by_lag: list[tuple[int, TopicPartition]] = field(default_factory=list)
+    #: ``topics`` as topic ids.
+    tids: frozenset[int]
+    #: ``effective lag << 64 | pid``, ascending: the member's partitions by lag.
+    by_lag: list[int] = field(default_factory=list)
     lag: int = 0
-    #: topic -> how many of its partitions this member holds.
-    held: dict[str, int] = field(default_factory=dict)
+    #: topic id -> how many of its partitions this member holds.
+    held: dict[int, int] = field(default_factory=dict)
     #: The topic groups this member subscribes to, valid while ``groups_version`` is current.
     groups: tuple[int, ...] = ()
     groups_version: int = -1
@@ -80,8 +91,12 @@ class _Member:
     def key(self) -> Key:
         return (len(self.by_lag), self.lag, self.name)
 
-    def partitions(self) -> list[TopicPartition]:
-        return sorted(map(itemgetter(1), self.by_lag))
+    def pids(self) -> list[int]:
+        return sorted(map(pid_of, self.by_lag))
+
+
+#: A lag move or swap: (resulting peak lag, partner, pid from the top member, pid back).
+_LagStep = tuple[int, _Member, int, int | None]
 
 
 class IncrementalAssignor:
@@ -99,21 +114,24 @@ class IncrementalAssignor:
         self._ppt: dict[str, int] = dict(
             build_spec(partitions_per_topic or {}, {}).partitions_per_topic
         )
+        self._ids = TopicIds(sorted(self._ppt))
         self._members: dict[str, _Member] = {}
-        self._owner: dict[TopicPartition, str] = {}
-        self._plag: dict[TopicPartition, int] = {}
-        self._subs: dict[str, set[str]] = {}
+        self._owner: dict[int, str] = {}
+        self._plag: dict[int, int] = {}
+        #: topic id -> subscribing members.
+        self._subs: dict[int, set[str]] = {}
         self._load: SortedList = SortedList()
         self._by_lag: SortedList = SortedList()
-        self._tgroup: dict[str, int] = {}
-        self._gtopics: dict[int, set[str]] = {}
+        #: topic id -> topic group; topic group -> its topic ids.
+        self._tgroup: dict[int, int] = {}
+        self._gtopics: dict[int, set[int]] = {}
         self._gheap: dict[int, list[Key]] = {}
         #: A heap longer than this is mostly stale entries and is rebuilt on next need.
         self._glimit: dict[int, int] = {}
         self._gversion = 0
-        #: topic -> lazy max-heap (negated count and lag) of members holding its partitions;
-        #: built on first need, only groups with mixed subscriptions ever need it.
-        self._hheap: dict[str, list[tuple[int, int, str]]] | None = None
+        #: topic id -> lazy max-heap (negated count and lag) of members holding its
+        #: partitions; built on first need, only groups with mixed subscriptions need it.
+        self._hheap: dict[int, list[tuple[int, int, str]]] | None = None
         self._hheap_size = 0
         self._total_lag = 0
         self._begin()
@@ -156,50 +174,84 @@ class IncrementalAssignor:
         with _gc_paused():
             start = _Start.of(partitions_per_topic, subscriptions, current, lag, lag_aware)
             if start.final:
-                return start.initial
-            return start.engine(policy)[0].assignment()
+                return start.dealt()
+            if start.uniform and not start.weighted:
+                return start.kept_uniform()
+            eng, change = start.engine(policy)
+            if start.fresh:
+                return eng.assignment()
+            # Members the settling did not change keep their claim: hand back the
+            # caller's partition objects instead of building new ones.
+            out: Assignment = {}
+            for name in start.spec.members:
+                now = change.assignments.get(name)
+                if now is None:
+                    now = start.given.get(name)
+                    if now is None:
+                        now = eng.partitions_of(name)
+                out[name] = now
+            return out
 
     def _bulk_load(
         self,
         members: Iterable[str],
         topics_of: Mapping[str, frozenset[str]],
-        initial: Mapping[str, list[TopicPartition]],
+        initial: Mapping[str, list[int]],
     ) -> None:
-        """Adopt a whole assignment at once (each list sorted, no partition twice)."""
+        """Adopt a whole assignment at once (each list of pids ascending, none twice)."""
         plag = self._plag if self.lag_aware else {}
         owner = self._owner
-        by_topics: dict[frozenset[str], list[str]] = {}
+        by_topics: dict[frozenset[int], list[str]] = {}
+        tids_of: dict[frozenset[str], frozenset[int]] = {}
         for name in members:
             topics = topics_of[name]
+            tids = tids_of.get(topics)
+            if tids is None:
+                tids = tids_of[topics] = self._tids(topics)
             parts = initial.get(name, [])
+            lag = 0
             if plag:
-                by_lag = sorted(zip(map(plag.get, parts, repeat(0)), parts, strict=True))
-            else:  # all weights are 0 and ``parts`` is sorted: already in order
-                by_lag = list(zip(repeat(0), parts))
+                weights = list(map(plag.get, parts, repeat(0)))
+                lag = sum(weights)
+                by_lag = list(map(or_, map(lshift, weights, repeat(LAG_SHIFT)), parts))
+                by_lag.sort()
+            else:  # all weights are 0 and ``parts`` is ascending: already in order
+                by_lag = list(parts)
             owner.update(zip(parts, repeat(name)))
-            held: dict[str, int] = {}
-            for t in map(itemgetter(0), parts):
-                held[t] = held.get(t, 0) + 1
-            m = _Member(name, topics, by_lag, sum(map(itemgetter(0), by_lag)), held)
-            self._total_lag += m.lag
+            held: dict[int, int] = {}
+            _count_elements(held, map(topic_of, parts))
+            m = _Member(name, topics, tids, by_lag, lag, held)
+            self._total_lag += lag
             self._members[name] = m
-            by_topics.setdefault(topics, []).append(name)
-        for topics, names in by_topics.items():
-            for t in topics:
-                self._subs.setdefault(t, set()).update(names)
+            by_topics.setdefault(tids, []).append(name)
+        subscribers: dict[int, list[str]] = {}
+        for group_tids, names in by_topics.items():
+            for t in group_tids:
+                if t in subscribers:
+                    subscribers[t] += names
+                else:
+                    subscribers[t] = names.copy()
+        for t, names in subscribers.items():
+            self._subs.setdefault(t, set()).update(names)
         # Topic groups in one pass: topics with the same subscribers share a group.
-        by_subscribers: dict[frozenset[str], set[str]] = {}
+        by_subscribers: dict[frozenset[str], set[int]] = {}
         for t, subs in sorted(self._subs.items()):
             by_subscribers.setdefault(frozenset(subs), set()).add(t)
         for topics_in_group in by_subscribers.values():
             self._add_group(topics_in_group, None)
-        self._load = SortedList(m.key() for m in self._members.values())
-        self._by_lag = SortedList((m.lag, m.name) for m in self._members.values())
-        coverable = sum(self._ppt.get(t, 0) for t, subs in self._subs.items() if subs)
+        self._reindex()
+        coverable = sum(self._pcount(t) for t, subs in self._subs.items() if subs)
         if len(owner) < coverable:
             for t, subs in self._subs.items():
                 if subs:
-                    self._orphans.update(tp for tp in self._topic_partitions(t) if tp not in owner)
+                    self._orphans.update(filterfalse(owner.__contains__, self._topic_pids(t)))
+
+    def _reindex(self) -> None:
+        """Rebuild the member-wide indexes from scratch: cheaper than many single updates."""
+        self._load = SortedList(m.key() for m in self._members.values())
+        self._by_lag = SortedList((m.lag, m.name) for m in self._members.values())
+        self._gheap.clear()
+        self._hheap = None
 
     # ------------------------------------------------------------------ public API
 
@@ -227,13 +279,15 @@ class IncrementalAssignor:
         )
 
     def assignment(self) -> Assignment:
-        return {name: m.partitions() for name, m in sorted(self._members.items())}
+        tps = self._ids.tps
+        return {name: tps(m.pids()) for name, m in sorted(self._members.items())}
 
     def partitions_of(self, member: str) -> list[TopicPartition]:
-        return self._members[member].partitions()
+        return self._ids.tps(self._members[member].pids())
 
     def owner_of(self, tp: TopicPartition) -> str | None:
-        return self._owner.get(tp)
+        pid = self._ids.pid(tp)
+        return None if pid is None else self._owner.get(pid)
 
     @property
     def members(self) -> dict[str, frozenset[str]]:
@@ -247,7 +301,8 @@ class IncrementalAssignor:
         return {name: m.lag for name, m in sorted(self._members.items())}
 
     def lag(self) -> dict[TopicPartition, int]:
-        return dict(self._plag)
+        pids = sorted(self._plag)
+        return dict(zip(self._ids.tps(pids), map(self._plag.__getitem__, pids), strict=True))
 
     # ------------------------------------------------------------------ event handlers
 
@@ -257,12 +312,12 @@ class IncrementalAssignor:
             return
         self._removed.discard(name)
         self._joined.add(name)
-        m = _Member(name, topics)
+        m = _Member(name, topics, self._tids(topics))
         self._members[name] = m
         self._record_member(m)
-        self._refine(topics)
+        self._refine(m.tids)
         self._attach(m)
-        for t in topics:
+        for t in m.tids:
             self._add_subscriber(t, name)
         self._touched.add(name)
 
@@ -271,11 +326,14 @@ class IncrementalAssignor:
         if m is None:
             return
         self._record_member(m)
-        for _, tp in list(m.by_lag):
-            self._move(tp, None)
-            self._orphans.add(tp)
         self._detach(m)
-        for t in m.topics:
+        pids = list(map(pid_of, m.by_lag))
+        for pid in pids:
+            self._before_owner.setdefault(pid, name)
+            del self._owner[pid]
+        self._orphans.update(pids)
+        self._total_lag -= m.lag
+        for t in m.tids:
             self._subs[t].discard(name)
         del self._members[name]
         self._removed.add(name)
@@ -289,18 +347,20 @@ class IncrementalAssignor:
         if topics == m.topics:
             return
         self._record_member(m)
-        for _, tp in [e for e in m.by_lag if e[1].topic not in topics]:
-            self._move(tp, None)
-            self._orphans.add(tp)
-        old = m.topics
+        tids = self._tids(topics)
+        for pid in [p for p in map(pid_of, m.by_lag) if p >> PART_BITS not in tids]:
+            self._move(pid, None)
+            self._orphans.add(pid)
+        old = m.tids
         self._detach(m)
-        for t in old - topics:
+        for t in old - tids:
             self._subs[t].discard(name)
         m.topics = topics
+        m.tids = tids
         m.groups_version = -1
-        self._refine(topics)
+        self._refine(tids)
         self._attach(m)
-        for t in sorted(topics - old):
+        for t in sorted(tids - old):
             self._add_subscriber(t, name)
         self._touched.add(name)
 
@@ -309,48 +369,70 @@ class IncrementalAssignor:
             raise ValueError(
                 f"PartitionsChanged({topic!r}): count must be an int >= 0, got {count!r}"
             )
+        t = self._ids.add(topic)
         old = self._ppt.get(topic, 0)
         self._ppt[topic] = count
-        for p in range(count, old):
-            tp = TopicPartition(topic, p)
-            self._orphans.discard(tp)
-            if tp in self._owner:
-                self._touched.add(self._owner[tp])
-                self._move(tp, None, vanished=True)
-            self._plag.pop(tp, None)
-        if self._subs.get(topic):
-            self._orphans.update(TopicPartition(topic, p) for p in range(old, count))
+        for pid in self._ids.span(topic, old, count):
+            self._orphans.discard(pid)
+            if pid in self._owner:
+                self._touched.add(self._owner[pid])
+                self._move(pid, None, vanished=True)
+            self._plag.pop(pid, None)
+        if self._subs.get(t):
+            self._orphans.update(self._ids.span(topic, count, old))
 
     def _update_lag(self, lag: Mapping[TopicPartition, int]) -> None:
-        changed: dict[str, list[TopicPartition]] = {}
-        fresh = normalize_lag(lag)
-        for tp, value in fresh.items():
-            if self._plag.get(tp, 0) == value:
-                continue
-            owner = self._owner.get(tp)
-            if owner is not None and self.lag_aware:
-                changed.setdefault(owner, []).append(tp)
-            else:
-                self._plag[tp] = value
-        for name, tps in changed.items():
+        """Re-weigh the changed readings. Costs O(readings) plus, per member touched, its
+        index entries; when many members are touched the indexes are rebuilt once."""
+        fresh = self._ids.lag(lag, register=True)
+        plag = self._plag
+        pids = list(fresh)
+        olds = list(map(plag.get, pids, repeat(0)))
+        plag.update(fresh)
+        if not self.lag_aware:
+            return
+        changed: dict[str, list[tuple[int, int, int]]] = {}
+        owners = map(self._owner.get, pids)
+        for pid, old, new, name in zip(pids, olds, fresh.values(), owners, strict=True):
+            if name is not None and old != new:
+                changed.setdefault(name, []).append((pid, old, new))
+        if not changed:
+            return
+        bulk = len(changed) * _REINDEX_SHARE > len(self._members)
+        for name, readings in changed.items():
             m = self._members[name]
-            self._detach(m)
-            for tp in tps:
-                self._remove_part(m, tp)
-                self._plag[tp] = fresh[tp]
-                self._insert_part(m, tp, fresh[tp])
-            self._attach(m)
+            if not bulk:
+                self._detach(m)
+            entries = m.by_lag
+            delta = 0
+            if 4 * len(readings) > len(entries):
+                held = list(map(pid_of, entries))
+                weights = map(lshift, map(plag.get, held, repeat(0)), repeat(LAG_SHIFT))
+                entries[:] = sorted(map(or_, weights, held))
+                for _, old, new in readings:
+                    delta += new - old
+            else:
+                for pid, old, new in readings:
+                    del entries[bisect.bisect_left(entries, old << LAG_SHIFT | pid)]
+                    bisect.insort(entries, new << LAG_SHIFT | pid)
+                    delta += new - old
+            m.lag += delta
+            self._total_lag += delta
+            if not bulk:
+                self._attach(m)
+        if bulk:
+            self._reindex()
 
     # ------------------------------------------------------------------ settling
 
     def _begin(self) -> None:
-        self._before_parts: dict[str, frozenset[TopicPartition]] = {}
-        self._before_owner: dict[TopicPartition, str | None] = {}
+        self._before_parts: dict[str, frozenset[int]] = {}
+        self._before_owner: dict[int, str | None] = {}
         self._touched: set[str] = set()
-        self._orphans: set[TopicPartition] = set()
+        self._orphans: set[int] = set()
         self._removed: set[str] = set()
         self._joined: set[str] = set()
-        self._lag_moved: set[TopicPartition] = set()
+        self._lag_moved: set[int] = set()
 
     def _settle(
         self,
@@ -373,20 +455,24 @@ class IncrementalAssignor:
         """Give each unowned partition of a subscribed topic to its least-loaded subscriber,
         heaviest first (longest-processing-time order evens lag)."""
         plag = self._plag if self.lag_aware else {}
+        owner = self._owner
         orphans = [
-            tp
-            for tp in self._orphans
-            if tp not in self._owner
-            and tp.partition < self._ppt.get(tp.topic, 0)
-            and self._subs.get(tp.topic)
+            pid
+            for pid in self._orphans
+            if pid not in owner
+            and pid & 0xFFFFFFFF < self._pcount(pid >> PART_BITS)
+            and self._subs.get(pid >> PART_BITS)
         ]
-        orphans.sort(key=lambda tp: (-plag.get(tp, 0), tp))
+        if plag:
+            orphans.sort(key=lambda pid: (-plag.get(pid, 0), pid))
+        else:
+            orphans.sort()
         receivers: list[str] = []
-        for tp in orphans:
-            key = self._min_subscriber(tp.topic)
+        for pid in orphans:
+            key = self._min_subscriber(pid >> PART_BITS)
             if key is None:
                 continue
-            self._move(tp, key[2])
+            self._move(pid, key[2])
             receivers.append(key[2])
         self._orphans.clear()
         return receivers
@@ -412,29 +498,23 @@ class IncrementalAssignor:
             assert donor is not None
             receiver = self._receiver_for(donor)
             assert receiver is not None
-            tp = self._pick(donor, receiver, (donor.lag - receiver.lag) / 2)
-            assert tp is not None, "a donor always holds a partition its receiver may take"
-            self._move(tp, receiver.name)
+            pid = self._pick(donor, receiver, (donor.lag - receiver.lag) / 2)
+            assert pid is not None, "a donor always holds a partition its receiver may take"
+            self._move(pid, receiver.name)
             for n in (name, donor.name, receiver.name):
                 if n not in queued:
                     queued.add(n)
                     stack.append(n)
 
     def _violators(self) -> list[str]:
-        """Members on either side of a KIP-54 violation: the repair worklist after a bulk
-        load (any violation found later involves a member the repair itself changed)."""
-        least: dict[str, tuple[int, str]] = {}
-        for t, subs in self._subs.items():
-            if subs:
-                least[t] = min((self._members[n].count, n) for n in subs)
-        out: set[str] = set()
-        for m in self._members.values():
-            for t in m.held:
-                low = least.get(t)
-                if low is not None and m.count >= low[0] + 2:
-                    out.add(m.name)
-                    out.add(low[1])
-        return sorted(out)
+        """The repair worklist after a bulk load: every member that may be the short side
+        of a KIP-54 violation (2+ fewer partitions than the fullest member). Repairing
+        them reaches every violation; any found later involves a member the repair
+        itself changed."""
+        if not self._load:
+            return []
+        limit = self._load[-1][0] - 2
+        return sorted(n for n, m in self._members.items() if len(m.by_lag) <= limit)
 
     def _find_donor(self, b: _Member) -> _Member | None:
         """The fullest member with 2+ more partitions than ``b`` holding one ``b`` may take.
@@ -449,20 +529,20 @@ class IncrementalAssignor:
             if count < need:
                 return None
             a = self._members[name]
-            if any(t in b.topics for t in a.held):
+            if not b.tids.isdisjoint(a.held):
                 return a
             if i >= _DONOR_SCAN:
                 break
         best: tuple[int, int, str] | None = None
-        for t in b.topics:
+        for t in b.tids:
             top = self._max_holder(t)
             if top is not None and -top[0] >= need and (best is None or top < best):
                 best = top
         return None if best is None else self._members[best[2]]
 
-    def _max_holder(self, topic: str) -> tuple[int, int, str] | None:
+    def _max_holder(self, topic: int) -> tuple[int, int, str] | None:
         if self._hheap is None:
-            heaps: dict[str, list[tuple[int, int, str]]] = {}
+            heaps: dict[int, list[tuple[int, int, str]]] = {}
             for member in self._members.values():
                 for t in member.held:
                     heaps.setdefault(t, []).append((-member.count, -member.lag, member.name))
@@ -491,24 +571,27 @@ class IncrementalAssignor:
                 best = key
         return None if best is None else self._members[best[2]]
 
-    def _pick(self, a: _Member, b: _Member, target: float) -> TopicPartition | None:
+    def _pick(self, a: _Member, b: _Member, target: float) -> int | None:
         """A partition of ``a`` that ``b`` may take with lag closest to ``target``
         (ties: the one at or below it, so a move never overshoots)."""
         entries = a.by_lag
-        i = bisect.bisect_right(entries, (target, _MAX_TP))
+        # The first entry whose lag exceeds ``target``.
+        i = bisect.bisect_right(entries, _last_entry_at(math.floor(target))) if target >= 0 else 0
         lo, hi = i - 1, i
+        tids = b.tids
         while lo >= 0 or hi < len(entries):
             take_lo = hi >= len(entries) or (
-                lo >= 0 and target - entries[lo][0] <= entries[hi][0] - target
+                lo >= 0
+                and target - (entries[lo] >> LAG_SHIFT) <= (entries[hi] >> LAG_SHIFT) - target
             )
             if take_lo:
-                tp = entries[lo][1]
+                pid = entries[lo] & PID_MASK
                 lo -= 1
             else:
-                tp = entries[hi][1]
+                pid = entries[hi] & PID_MASK
                 hi += 1
-            if tp.topic in b.topics:
-                return tp
+            if pid >> PART_BITS in tids:
+                return pid
         return None
 
     # ------------------------------------------------------------------ lag balance
@@ -528,7 +611,8 @@ class IncrementalAssignor:
         while spent < budget:
             top_lag, top_name = self._by_lag[-1]
             a = self._members[top_name]
-            bound = max(self._total_lag / len(self._members), a.by_lag[-1][0] if a.by_lag else 0)
+            heaviest = a.by_lag[-1] >> LAG_SHIFT if a.by_lag else 0
+            bound = max(self._total_lag / len(self._members), heaviest)
             ratio = 1.0 if eager else policy.trigger_ratio if first else policy.target_ratio
             if top_lag <= max(policy.min_lag, ratio * bound):
                 return
@@ -541,10 +625,8 @@ class IncrementalAssignor:
                 return
             spent += cost
 
-    def _best_lag_step(
-        self, a: _Member, allowance: int
-    ) -> tuple[int, _Member, TopicPartition, TopicPartition | None] | None:
-        best: tuple[int, _Member, TopicPartition, TopicPartition | None] | None = None
+    def _best_lag_step(self, a: _Member, allowance: int) -> _LagStep | None:
+        best: _LagStep | None = None
         tried = 0
         for b_lag, b_name in self._by_lag:
             if tried >= self.policy.candidates or b_lag >= a.lag:
@@ -555,12 +637,12 @@ class IncrementalAssignor:
             tried += 1
             gap = a.lag - b.lag
             if b.count == a.count - 1:
-                tp = self._pick(a, b, gap / 2)
-                if tp is not None:
-                    w = self._plag.get(tp, 0)
+                pid = self._pick(a, b, gap / 2)
+                if pid is not None:
+                    w = self._plag.get(pid, 0)
                     peak = max(a.lag - w, b.lag + w)
                     if best is None or peak < best[0]:
-                        best = (peak, b, tp, None)
+                        best = (peak, b, pid, None)
             if allowance >= 2:
                 swap = self._best_swap(a, b)
                 if swap is not None and (best is None or swap[0] < best[0]):
@@ -569,33 +651,34 @@ class IncrementalAssignor:
             return None
         return best
 
-    def _best_swap(
-        self, a: _Member, b: _Member
-    ) -> tuple[int, TopicPartition, TopicPartition] | None:
+    def _best_swap(self, a: _Member, b: _Member) -> tuple[int, int, int] | None:
         """The exchange p (of a) <-> q (of b) with lag(p) - lag(q) nearest half the gap."""
         gap = a.lag - b.lag
         half = gap / 2
         b_entries = b.by_lag
         if not b_entries:
             return None
-        best: tuple[int, TopicPartition, TopicPartition] | None = None
-        for w_p, p in a.by_lag[-_SWAP_CANDIDATES:]:
-            if p.topic not in b.topics:
+        best: tuple[int, int, int] | None = None
+        a_tids, b_tids = a.tids, b.tids
+        for e_p in a.by_lag[-_SWAP_CANDIDATES:]:
+            p = e_p & PID_MASK
+            if p >> PART_BITS not in b_tids:
                 continue
-            j = bisect.bisect_left(b_entries, (w_p - half,))
+            w_p = e_p >> LAG_SHIFT
+            # The first entry of b whose lag is at least w_p - half.
+            j = bisect.bisect_left(b_entries, max(0, math.ceil(w_p - half)) << LAG_SHIFT)
             for k in (j - 1, j):
                 if 0 <= k < len(b_entries):
-                    w_q, q = b_entries[k]
-                    d = w_p - w_q
-                    if 0 < d < gap and q.topic in a.topics:
+                    e_q = b_entries[k]
+                    q = e_q & PID_MASK
+                    d = w_p - (e_q >> LAG_SHIFT)
+                    if 0 < d < gap and q >> PART_BITS in a_tids:
                         peak = max(a.lag - d, b.lag + d)
                         if best is None or peak < best[0]:
                             best = (peak, p, q)
         return best
 
-    def _apply_lag_step(
-        self, a: _Member, step: tuple[int, _Member, TopicPartition, TopicPartition | None]
-    ) -> int:
+    def _apply_lag_step(self, a: _Member, step: _LagStep) -> int:
         _, b, p, q = step
         self._move(p, b.name)
         if q is not None:
@@ -618,50 +701,52 @@ class IncrementalAssignor:
 
     # ------------------------------------------------------------------ primitives
 
-    def _move(self, tp: TopicPartition, to: str | None, *, vanished: bool = False) -> None:
+    def _move(self, pid: int, to: str | None, *, vanished: bool = False) -> None:
         """Reassign one partition, keeping every index and the change record in step."""
-        frm = self._owner.get(tp)
+        frm = self._owner.get(pid)
         if frm == to:
             return
-        if tp not in self._before_owner:
-            self._before_owner[tp] = None if vanished else frm
-        weight = self._plag.get(tp, 0) if self.lag_aware else 0
+        if pid not in self._before_owner:
+            self._before_owner[pid] = None if vanished else frm
+        weight = self._plag.get(pid, 0) if self.lag_aware else 0
         if frm is not None:
             a = self._members[frm]
             self._record_member(a)
             self._detach(a)
-            self._remove_part(a, tp)
+            self._remove_part(a, pid, weight)
             self._attach(a)
-            del self._owner[tp]
+            del self._owner[pid]
         if to is not None:
             b = self._members[to]
             self._record_member(b)
             self._detach(b)
-            self._insert_part(b, tp, weight)
+            self._insert_part(b, pid, weight)
             self._attach(b)
-            self._owner[tp] = to
+            self._owner[pid] = to
 
-    def _remove_part(self, m: _Member, tp: TopicPartition) -> None:
+    def _remove_part(self, m: _Member, pid: int, weight: int) -> None:
         # Invariant: an entry's weight is the partition's current effective lag, because
         # lag updates re-insert entries (see _update_lag).
-        weight = self._plag.get(tp, 0) if self.lag_aware else 0
         entries = m.by_lag
-        i = bisect.bisect_left(entries, (weight, tp))
-        assert entries[i][1] == tp
+        entry = weight << LAG_SHIFT | pid
+        i = bisect.bisect_left(entries, entry)
+        assert entries[i] == entry
         del entries[i]
         m.lag -= weight
         self._total_lag -= weight
-        left = m.held[tp.topic] - 1
+        t = pid >> PART_BITS
+        left = m.held[t] - 1
         if left:
-            m.held[tp.topic] = left
+            m.held[t] = left
         else:
-            del m.held[tp.topic]
+            del m.held[t]
 
-    def _insert_part(self, m: _Member, tp: TopicPartition, weight: int) -> None:
-        bisect.insort(m.by_lag, (weight, tp))
+    def _insert_part(self, m: _Member, pid: int, weight: int) -> None:
+        bisect.insort(m.by_lag, weight << LAG_SHIFT | pid)
         m.lag += weight
         self._total_lag += weight
-        m.held[tp.topic] = m.held.get(tp.topic, 0) + 1
+        t = pid >> PART_BITS
+        m.held[t] = m.held.get(t, 0) + 1
 
     def _detach(self, m: _Member) -> None:
         self._load.remove(m.key())
@@ -671,10 +756,7 @@ class IncrementalAssignor:
         key = m.key()
         self._load.add(key)
         self._by_lag.add((m.lag, m.name))
-        if m.groups_version != self._gversion:
-            m.groups = tuple({self._tgroup[t] for t in m.topics})
-            m.groups_version = self._gversion
-        for g in m.groups:
+        for g in self._groups_of(m):
             heap = self._gheap.get(g)
             if heap is not None:
                 heapq.heappush(heap, key)
@@ -688,7 +770,7 @@ class IncrementalAssignor:
             if self._hheap_size > 8 * len(self._owner) + 1024:
                 self._hheap = None  # mostly stale entries: rebuild on next need
 
-    def _refine(self, topics: frozenset[str]) -> None:
+    def _refine(self, topics: frozenset[int]) -> None:
         """Split topic groups so that every member subscribes to all or none of each."""
         new = [t for t in sorted(topics) if t not in self._tgroup]
         if new:
@@ -699,7 +781,7 @@ class IncrementalAssignor:
                 self._gtopics[g] -= inside
                 self._add_group(inside, g)
 
-    def _add_group(self, topics: set[str], parent: int | None) -> None:
+    def _add_group(self, topics: set[int], parent: int | None) -> None:
         gid = len(self._gtopics)
         while gid in self._gtopics:
             gid += 1
@@ -712,37 +794,65 @@ class IncrementalAssignor:
             self._glimit[gid] = self._glimit[parent]
         self._gversion += 1
 
-    def _add_subscriber(self, topic: str, name: str) -> None:
+    def _add_subscriber(self, topic: int, name: str) -> None:
         subs = self._subs.setdefault(topic, set())
         if not subs:
-            self._orphans.update(self._topic_partitions(topic))
+            self._orphans.update(self._topic_pids(topic))
         subs.add(name)
 
-    def _min_subscriber(self, topic: str) -> Key | None:
+    def _min_subscriber(self, topic: int) -> Key | None:
         g = self._tgroup.get(topic)
         if g is None:
             return None
         heap = self._gheap.get(g)
         if heap is None:
-            heap = [self._members[n].key() for n in self._subs.get(topic, ())]
-            heapq.heapify(heap)
-            self._gheap[g] = heap
-            self._glimit[g] = 4 * len(heap) + 64
+            self._build_heaps()
+            heap = self._gheap[g]
         members = self._members
         while heap:
             key = heap[0]
             m = members.get(key[2])
-            if m is not None and topic in m.topics and m.key() == key:
+            if m is not None and topic in m.tids and m.key() == key:
                 return key
             heapq.heappop(heap)
         return None
 
-    def _topic_partitions(self, topic: str) -> list[TopicPartition]:
-        return topic_partitions(topic, self._ppt.get(topic, 0))
+    def _tids(self, topics: AbstractSet[str]) -> frozenset[int]:
+        index = self._ids.index
+        if index.keys() >= topics:
+            return frozenset(map(index.__getitem__, topics))
+        return frozenset(map(self._ids.add, topics))
+
+    def _pcount(self, topic: int) -> int:
+        return self._ppt.get(self._ids.names[topic], 0)
+
+    def _build_heaps(self) -> None:
+        """Build every missing topic-group heap in one pass over the members: a member's
+        key is made once, not once per group it belongs to."""
+        heaps: dict[int, list[Key]] = {g: [] for g in self._gtopics if g not in self._gheap}
+        for m in self._members.values():
+            key = m.key()
+            for g in self._groups_of(m):
+                if g in heaps:
+                    heaps[g].append(key)
+        for g, heap in heaps.items():
+            heapq.heapify(heap)
+            self._gheap[g] = heap
+            self._glimit[g] = 4 * len(heap) + 64
+
+    def _groups_of(self, m: _Member) -> tuple[int, ...]:
+        if m.groups_version != self._gversion:
+            m.groups = tuple({self._tgroup[t] for t in m.tids})
+            m.groups_version = self._gversion
+        return m.groups
+
+    def _topic_pids(self, topic: int) -> range:
+        name = self._ids.names[topic]
+        return self._ids.span(name, self._ppt.get(name, 0))
 
     def _record_member(self, m: _Member) -> None:
         if m.name not in self._before_parts:
-            self._before_parts[m.name] = frozenset(tp for _, tp in m.by_lag)
+            self._before_parts[m.name] = frozenset(map(pid_of, m.by_lag))
 
     def _diff(self, count_lag_moves: bool) -> Change:
         changed: dict[str, list[TopicPartition]] = {}
@@ -750,19 +860,19 @@ class IncrementalAssignor:
             m = self._members.get(name)
             if m is None:
                 continue
-            now = m.partitions()
+            now = m.pids()
             # A joiner gets a record even when empty, so it knows it was seen.
             if name in self._joined or frozenset(now) != self._before_parts[name]:
-                changed[name] = now
+                changed[name] = self._ids.tps(now)
         moved = 0
         lag_moved = 0
-        for tp, old in self._before_owner.items():
-            if old is None or self._owner.get(tp) == old:
+        for pid, old in self._before_owner.items():
+            if old is None or self._owner.get(pid) == old:
                 continue
             m = self._members.get(old)
-            if m is not None and tp.topic in m.topics:
+            if m is not None and pid >> PART_BITS in m.tids:
                 moved += 1
-                if tp in self._lag_moved:
+                if pid in self._lag_moved:
                     lag_moved += 1
         return Change(
             assignments=changed,
@@ -777,10 +887,12 @@ class _Start:
     """The starting point of a snapshot: kept claims, or a fresh bulk placement."""
 
     spec: GroupSpec
-    plag: dict[TopicPartition, int]
+    ids: TopicIds
+    plag: dict[int, int]
     lag_aware: bool
-    initial: Assignment
-    fresh: bool
+    #: Kept claims as pids, and as the caller's own partition lists where reusable.
+    claims: dict[str, list[int]]
+    given: dict[str, list[TopicPartition]]
     uniform: bool
 
     @classmethod
@@ -793,41 +905,91 @@ class _Start:
         lag_aware: bool,
     ) -> _Start:
         spec = build_spec(partitions_per_topic, subscriptions)
-        plag = normalize_lag(lag)
-        claims = valid_claims(spec, current)
-        uniform = spec.is_uniform()
-        effective = plag if lag_aware else None
-        if claims:
-            initial = {m: claims.get(m, []) for m in spec.members}
-        elif uniform:
-            every = [tp for t in spec.topics for tp in spec.partitions(t)]
-            initial = deal_uniform(list(spec.members), every, effective)
-        else:
-            initial = greedy_place(spec, effective)
-        return cls(spec, plag, lag_aware, initial, not claims, uniform)
+        ids = TopicIds.for_spec(spec)
+        if lag_aware:
+            plag = ids.lag(lag, register=False)
+        else:  # validated all the same: a bad lag map is a caller bug either way
+            plag = {}
+            ids.lag(lag, register=False, convert=False)
+        claims, given = ids.claims(spec, current)
+        return cls(spec, ids, plag, lag_aware, claims, given, spec.is_uniform())
+
+    @property
+    def fresh(self) -> bool:
+        return not self.claims
+
+    @property
+    def weighted(self) -> bool:
+        """Lag can change the result."""
+        return self.lag_aware and any(self.plag.values())
 
     @property
     def final(self) -> bool:
         """A fresh uniform deal is count-balanced by construction; without lag it is done."""
-        return self.fresh and self.uniform and not (self.lag_aware and any(self.plag.values()))
+        return self.fresh and self.uniform and not self.weighted
+
+    def dealt(self) -> Assignment:
+        """The final result when ``final``: a plain deal of every partition."""
+        spec = self.spec
+        every = [tp for t in spec.topics for tp in spec.partitions(t)]
+        return deal_uniform(list(spec.members), every, None)
+
+    def kept_uniform(self) -> Assignment:
+        """The result when every member can take every partition and lag cannot matter:
+        the claims rebalanced with the least movement, no engine needed."""
+        spec, ids, claims = self.spec, self.ids, self.claims
+        held = sum(map(len, claims.values()))
+        unowned: list[int] = []
+        if held < sum(spec.partitions_per_topic[t] for t in spec.topics):
+            owned = set(chain.from_iterable(claims.values()))
+            for t in spec.topics:
+                span = ids.span(t, spec.partitions_per_topic[t])
+                unowned.extend(filterfalse(owned.__contains__, span))
+        changed = keep_uniform(spec.members, claims, unowned)
+        out: Assignment = {}
+        for m in spec.members:
+            now = changed.get(m)
+            if now is not None:
+                out[m] = ids.tps(now)
+            elif m in self.given:
+                out[m] = self.given[m]
+            else:
+                out[m] = ids.tps(claims.get(m, []))
+        return out
+
+    def initial(self) -> dict[str, list[int]]:
+        spec, ids = self.spec, self.ids
+        if self.claims:
+            return self.claims
+        effective = self.plag if self.lag_aware else None
+        if self.uniform:
+            every = [p for t in spec.topics for p in ids.span(t, spec.partitions_per_topic[t])]
+            return deal_uniform(list(spec.members), every, effective)
+        return greedy_place_of(spec, lambda t: ids.span(t, spec.partitions_per_topic[t]), effective)
 
     def engine(self, policy: LagPolicy) -> tuple[IncrementalAssignor, Change]:
         spec = self.spec
         eng = IncrementalAssignor(
             spec.partitions_per_topic, lag_aware=self.lag_aware, policy=policy
         )
+        eng._ids = self.ids
         eng._plag = self.plag
-        eng._bulk_load(spec.members, spec.topics_of, self.initial)
+        eng._bulk_load(spec.members, spec.topics_of, self.initial())
         budget = 4 * len(spec.members) + 64 if self.fresh else policy.max_moves
         work = () if self.fresh and self.uniform else eng._violators()
         change = eng._settle(work, lag_budget=budget, count_lag_moves=not self.fresh)
         return eng, change
 
 
+def _last_entry_at(lag: int) -> int:
+    """The largest possible ``by_lag`` entry with this lag."""
+    return lag << LAG_SHIFT | PID_MASK
+
+
 @contextmanager
 def _gc_paused() -> Iterator[None]:
-    """Bulk loads allocate ~10 objects per partition, all acyclic; letting the cyclic
-    collector rescan them mid-build costs about a third of a 100 000-partition load."""
+    """A build allocates a few container objects per member, all acyclic: the cyclic
+    collector has nothing to find in them mid-build."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -835,6 +997,3 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-_MAX_TP = TopicPartition("\U0010ffff" * 8, 2**62)

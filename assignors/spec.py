@@ -6,12 +6,11 @@ iteration orders are fixed here (members and topics sorted by name).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .types import (
     Assignment,
-    CurrentAssignment,
     LagMap,
     PartitionsPerTopic,
     Subscriptions,
@@ -99,69 +98,18 @@ def normalize_lag(lag: LagMap | None) -> dict[TopicPartition, int]:
     """Lag per partition; absent partitions count as 0. Negative lag is a caller bug."""
     if not lag:
         return {}
-    out: dict[TopicPartition, int] = {}
+    check_lag_values(lag)
+    return {tp if type(tp) is TopicPartition else TopicPartition(*tp): v for tp, v in lag.items()}
+
+
+def check_lag_values(lag: LagMap) -> None:
+    """Every value a non-negative int (exactly int: a bool is not a lag). Checked in C;
+    the slow loop runs only to name the first bad entry."""
+    values = lag.values()
+    if set(map(type, values)) <= {int} and min(values, default=0) >= 0:
+        return
     for tp, value in lag.items():
-        if type(value) is not int or value < 0:  # exact type: bool is not a lag
-            if type(value) is not int:
-                raise TypeError(f"lag[{tp!r}]: expected an int, got {value!r}")
+        if type(value) is not int:
+            raise TypeError(f"lag[{tp!r}]: expected an int, got {value!r}")
+        if value < 0:
             raise ValueError(f"lag[{tp!r}]: lag must be >= 0, got {value}")
-        out[tp if type(tp) is TopicPartition else TopicPartition(*tp)] = value
-    return out
-
-
-def valid_claims(
-    spec: GroupSpec, current: CurrentAssignment | None
-) -> dict[str, list[TopicPartition]]:
-    """The part of ``current`` that can be kept, with conflicts resolved.
-
-    Claims by departed members, on vanished partitions or unsubscribed topics are dropped.
-    A partition claimed by several members stays with the claimant holding the fewest valid
-    claims (ties: smallest member id), which keeps the result closer to balance.
-    """
-    if not current:
-        return {}
-    claims: dict[TopicPartition, list[str]] = {}
-    for member in sorted(m for m in current if isinstance(m, str)):
-        if member not in spec.topics_of:
-            continue
-        topics = spec.topics_of[member]
-        seen: set[TopicPartition] = set()
-        for raw in _iter_partitions(current[member]):
-            tp = _coerce(raw)
-            if tp is None or tp in seen:
-                continue
-            if tp.topic in topics and 0 <= tp.partition < spec.partitions_per_topic.get(
-                tp.topic, 0
-            ):
-                seen.add(tp)
-                claims.setdefault(tp, []).append(member)
-    load: dict[str, int] = {}
-    for owners in claims.values():
-        for m in owners:
-            load[m] = load.get(m, 0) + 1
-    kept: dict[str, list[TopicPartition]] = {}
-    for tp in sorted(claims):
-        owners = claims[tp]
-        winner = owners[0] if len(owners) == 1 else min(owners, key=lambda m: (load[m], m))
-        kept.setdefault(winner, []).append(tp)
-    return kept
-
-
-def _iter_partitions(value: Collection[TopicPartition | tuple[str, int]] | object) -> list[object]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Collection):
-        return []
-    return list(value)
-
-
-def _coerce(raw: object) -> TopicPartition | None:
-    if isinstance(raw, TopicPartition):
-        return raw
-    if isinstance(raw, (tuple, list)) and len(raw) == 2:
-        topic, partition = raw
-        if (
-            isinstance(topic, str)
-            and isinstance(partition, int)
-            and not isinstance(partition, bool)
-        ):
-            return TopicPartition(topic, partition)
-    return None

@@ -8,6 +8,8 @@ noisy machine. Usage:
     python benchmarks/assignors_bench.py                 # full grid (~10 min on 2 cores)
     python benchmarks/assignors_bench.py --quick         # small grid, a minute
     python benchmarks/assignors_bench.py --markdown out.md
+    python benchmarks/assignors_bench.py --scale         # 10 000 x 1 000 000 beside Kafka's
+                                                         # own assignors (~25 min)
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import assignors_scale
+import kafka_peer
 from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from kafka.structs import TopicPartition as KafkaTopicPartition
 
@@ -324,13 +328,24 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="small grid")
-    parser.add_argument("--repeat", type=int, default=21, help="incremental events per config")
+    parser.add_argument(
+        "--repeat", type=int, default=21, help="incremental events per config (--scale: up to 10)"
+    )
     parser.add_argument("--markdown", type=Path, help="write the tables here")
     parser.add_argument(
         "--json", type=Path, help="write raw rows here (one per line, as they come)"
     )
     parser.add_argument("--report", type=Path, help="skip the grid: render rows saved by --json")
+    parser.add_argument(
+        "--scale",
+        action="store_true",
+        help="instead of the grid: every path at up to 10 000 x 1 000 000, beside Kafka's own "
+        "assignors (Java, same run); with --quick, small sizes",
+    )
     args = parser.parse_args()
+    if args.scale:
+        scale(args)
+        return
     if args.report:
         saved = [
             Row(**json.loads(line)) for line in args.report.read_text().splitlines() if line.strip()
@@ -364,6 +379,36 @@ def main() -> None:
     if sink:
         sink.close()
     report(rows, args)
+
+
+def scale(args: argparse.Namespace) -> None:
+    scenarios = assignors_scale.QUICK if args.quick else assignors_scale.SCENARIOS
+    why = kafka_peer.available()
+    if why:
+        print(f"# Kafka's assignors skipped: {why}", file=sys.stderr)
+    rows: list[dict[str, Any]] = []
+    sink = args.json.open("w") if args.json else None
+    for s in scenarios:
+        started = time.perf_counter()
+        new = ([] if why else assignors_scale.kafka(s)) + assignors_scale.ballast(s, args.repeat)
+        rows += new
+        print(f"# {s.name}: {time.perf_counter() - started:.0f}s", file=sys.stderr)
+        for r in new:
+            print(json.dumps(r), file=sys.stderr)
+            if sink:
+                sink.write(json.dumps(r) + "\n")
+                sink.flush()
+    if sink:
+        sink.close()
+    members, partitions = (1_000, 10_000) if args.quick else (10_000, 1_000_000)
+    rss = engine_rss(members, partitions)
+    text = assignors_scale.markdown(rows) + (
+        f"\nEngine at {members} members x {partitions} partitions: peak RSS "
+        f"{rss['peak_rss_mib']:.0f} MiB (engine and its input {rss['engine_mib']:.0f} MiB).\n"
+    )
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text)
 
 
 def report(rows: list[Row], args: argparse.Namespace) -> None:

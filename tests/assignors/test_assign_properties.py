@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assignors import DEFAULT_POLICY, STRATEGIES, TopicPartition, assign
+from assignors.ids import valid_claims
 from assignors.quality import is_balanced, minimal_movement_uniform, movement, problems
-from assignors.spec import build_spec, valid_claims
+from assignors.spec import build_spec
 
 from .strategies_hyp import groups, lags, messy_current
 

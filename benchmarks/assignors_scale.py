@@ -1,0 +1,216 @@
+"""The assignor core at fleet scale, beside Apache Kafka's own assignors in the same run.
+
+Every path a user meets: the stateless ``assign`` (fresh, and with ``current`` after one
+member leaves or joins, like Kafka's harness: from the implementation's own fresh result),
+and the engine's public API (build, one leave or join, a lag update). Kafka's
+``UniformAssignor`` and client ``StickyAssignor`` run on identical inputs through
+``kafka_peer``. Run through ``assignors_bench.py --scale``.
+
+Inputs are built, then frozen out of the garbage collector (``gc.freeze``) before anything
+is timed, so that a collection of the harness's own million ``TopicPartition`` objects is not
+billed to whichever call it happens to interrupt. Ballast's objects are created after the
+freeze and stay collectable.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import kafka_peer
+
+from assignors import IncrementalAssignor, LagUpdated, MemberJoined, MemberLeft, TopicPartition
+from assignors import assign as ballast_assign
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    members: int
+    partitions: int
+    topics: int
+    mixed: bool
+    #: Kafka implementations that finish this scenario in reasonable time.
+    kafka: tuple[str, ...]
+
+
+SCENARIOS = (
+    Scenario("identical 10k x 100k", 10_000, 100_000, 10, False, ("kafka-uniform", "kafka-sticky")),
+    Scenario("identical 10k x 1M", 10_000, 1_000_000, 10, False, ("kafka-uniform", "kafka-sticky")),
+    Scenario(
+        "mixed 1k x 10k, 50 topics", 1_000, 10_000, 50, True, ("kafka-uniform", "kafka-sticky")
+    ),
+    # Kafka's client sticky needs minutes per call here; its uniform assignor runs.
+    Scenario("mixed 10k x 100k, 100 topics", 10_000, 100_000, 100, True, ("kafka-uniform",)),
+)
+QUICK = (
+    Scenario("identical 1k x 10k", 1_000, 10_000, 10, False, ("kafka-uniform", "kafka-sticky")),
+    Scenario("mixed 500 x 5k, 20 topics", 500, 5_000, 20, True, ("kafka-uniform", "kafka-sticky")),
+)
+
+
+def group(
+    s: Scenario, seed: int = 1
+) -> tuple[dict[str, int], dict[str, list[str]], dict[TopicPartition, int], list[str]]:
+    """Partitions spread evenly over the topics, random lag 0-5 000, 20 distinct victims."""
+    rng = random.Random(seed)
+    names = [f"topic-{i:03d}" for i in range(s.topics)]
+    ppt = {
+        t: s.partitions // s.topics + (1 if i < s.partitions % s.topics else 0)
+        for i, t in enumerate(names)
+    }
+    members = [f"member-{i:05d}" for i in range(s.members)]
+    if s.mixed:
+        subs = {m: sorted(rng.sample(names, rng.randint(1, s.topics))) for m in members}
+        for i, t in enumerate(names):  # every topic has a subscriber
+            m = members[i % s.members]
+            subs[m] = sorted({*subs[m], t})
+    else:
+        subs = {m: list(names) for m in members}
+    lag = {TopicPartition(t, p): rng.randint(0, 5_000) for t, n in ppt.items() for p in range(n)}
+    return ppt, subs, lag, rng.sample(members, 20)
+
+
+def _ms(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn()
+    return out, (time.perf_counter() - t0) * 1000
+
+
+def _row(s: Scenario, op: str, impl: str, times: list[float], **extra: Any) -> dict[str, Any]:
+    return {
+        "scenario": s.name,
+        "op": op,
+        "impl": impl,
+        "median_ms": round(statistics.median(times), 3),
+        "max_ms": round(max(times), 3),
+        "runs": len(times),
+        **extra,
+    }
+
+
+def ballast(s: Scenario, repeat: int) -> list[dict[str, Any]]:
+    ppt, subs, lag, victims = group(s)
+    gc.collect()
+    gc.freeze()
+    rows: list[dict[str, Any]] = []
+    big = s.partitions > 200_000
+    fresh_runs = 3 if big else 5
+    for strategy, weights in (("sticky", None), ("lagsticky", lag)):
+        times = []
+        result: dict[str, list[TopicPartition]] = {}
+        for _ in range(fresh_runs):
+            result, ms = _ms(lambda: ballast_assign(strategy, ppt, subs, lag=weights))  # noqa: B023
+            times.append(ms)
+        rows.append(_row(s, "fresh", f"assign {strategy}", times))
+        leave_t, join_t = [], []
+        for v in victims[10 : 10 + (3 if big else repeat)]:
+            left = {m: t for m, t in subs.items() if m != v}
+            current = {m: p for m, p in result.items() if m != v}
+            after, ms = _ms(
+                lambda: ballast_assign(strategy, ppt, left, current=current, lag=weights)  # noqa: B023
+            )
+            leave_t.append(ms)
+            rejoin = {**after, v: []}
+            _, ms = _ms(lambda: ballast_assign(strategy, ppt, subs, current=rejoin, lag=weights))  # noqa: B023
+            join_t.append(ms)
+        rows.append(_row(s, "leave", f"assign {strategy}, current", leave_t))
+        rows.append(_row(s, "join", f"assign {strategy}, current", join_t))
+    for label, weights in (("engine build", None), ("engine build, lag", lag)):
+        times = [
+            _ms(lambda: IncrementalAssignor.from_snapshot(ppt, subs, lag=weights))[1]  # noqa: B023
+            for _ in range(fresh_runs)
+        ]
+        rows.append(_row(s, "fresh", label, times))
+    rows += engine_events(s, ppt, subs, lag, victims)
+    gc.unfreeze()
+    return rows
+
+
+def engine_events(
+    s: Scenario,
+    ppt: Mapping[str, int],
+    subs: Mapping[str, list[str]],
+    lag: Mapping[TopicPartition, int],
+    victims: list[str],
+) -> list[dict[str, Any]]:
+    """One leave, then the same member back, per victim; the first event right after the
+    build (no collection in between) is reported on its own. Then lag updates touching 1 %
+    of the partitions."""
+    eng, _ = IncrementalAssignor.from_snapshot(ppt, subs, lag=lag)
+    leave_t, join_t = [], []
+    first = 0.0
+    for i, v in enumerate(victims):
+        _, ms = _ms(lambda: eng.apply([MemberLeft(v)]))  # noqa: B023
+        if i == 0:
+            first = ms
+        if i >= 10:
+            leave_t.append(ms)
+        _, ms = _ms(lambda: eng.apply([MemberJoined(v, frozenset(subs[v]))]))  # noqa: B023
+        if i >= 10:
+            join_t.append(ms)
+    rng = random.Random(5)
+    keys = list(lag)
+    readings = max(1, s.partitions // 100)
+    lag_t = []
+    for _ in range(5):
+        update = {tp: rng.randint(0, 5_000) for tp in rng.sample(keys, readings)}
+        lag_t.append(_ms(lambda: eng.apply([LagUpdated(update)]))[1])  # noqa: B023
+    return [
+        _row(s, "leave", "engine", leave_t, first_after_build_ms=round(first, 3)),
+        _row(s, "join", "engine", join_t),
+        _row(s, f"lag update, {readings} readings", "engine", lag_t),
+    ]
+
+
+def kafka(s: Scenario) -> list[dict[str, Any]]:
+    ppt, subs, _, victims = group(s)
+    out = []
+    for r in kafka_peer.run(s.name, ppt, subs, victims, s.kafka):
+        out.append(
+            {
+                "scenario": s.name,
+                "op": r["op"],
+                "impl": r["impl"],
+                "median_ms": r["median_ms"],
+                "max_ms": max(map(float, r["runs_ms"])) if r["runs_ms"] else r["median_ms"],
+                "runs": r["n_runs"],
+            }
+        )
+    return out
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """One line per scenario and operation: Kafka's medians, then each Ballast path with its
+    median, worst, and ratio to Kafka's ``UniformAssignor``."""
+    lines = [
+        "| scenario | operation | Kafka Uniform | Kafka Sticky | Ballast path | median ms | "
+        "worst ms | ÷ Uniform |",
+        "|---|---|---:|---:|---|---:|---:|---:|",
+    ]
+    keyed: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        keyed.setdefault((r["scenario"], r["op"]), {})[r["impl"]] = r
+    for (scenario, op), impls in keyed.items():
+        uni = impls.get("kafka-uniform")
+        sticky = impls.get("kafka-sticky")
+        ours = [r for name, r in impls.items() if not name.startswith("kafka-")]
+        for r in ours:
+            extra = ""
+            if "first_after_build_ms" in r:
+                extra = f" (first after build {r['first_after_build_ms']:g})"
+            ratio = f"{r['median_ms'] / uni['median_ms']:.2f}" if uni and uni["median_ms"] else ""
+            lines.append(
+                f"| {scenario} | {op} | {_cell(uni)} | {_cell(sticky)} | {r['impl']}{extra} "
+                f"| {r['median_ms']:g} | {r['max_ms']:g} | {ratio} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _cell(r: dict[str, Any] | None) -> str:
+    return "" if r is None else f"{r['median_ms']:g}"
