@@ -157,7 +157,13 @@ class IncrementalAssignor:
         """
         with _gc_paused():
             start = _Start.of(partitions_per_topic, subscriptions, current, lag, lag_aware)
-            return start.engine(policy)
+            eng, change = start.engine(policy)
+            # Ready for the first event: the receiver heaps exist, and the build pays the
+            # collector for its own young objects (the young generations only) instead of
+            # leaving that pause to whichever event allocates next.
+            eng._build_heaps()
+        gc.collect(1)
+        return eng, change
 
     @staticmethod
     def solve(

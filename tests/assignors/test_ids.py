@@ -1,0 +1,128 @@
+"""Partition ids: the bulk conversions agree with the item-by-item rules, and the engine
+keeps no per-partition object alive."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from assignors import (
+    IncrementalAssignor,
+    LagUpdated,
+    MemberJoined,
+    PartitionsChanged,
+    TopicPartition,
+    assign,
+)
+from assignors.ids import TopicIds, valid_claims
+from assignors.spec import build_spec
+
+from .strategies_hyp import groups, messy_current
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(data=st.data())
+def test_well_formed_claims_read_in_bulk_equal_the_item_by_item_reading(
+    data: st.DataObject,
+) -> None:
+    ppt, subs = data.draw(groups())
+    messy = data.draw(messy_current(ppt, list(subs)))
+    spec = build_spec(ppt, subs)
+    # Only valid partitions of subscribed topics, double claims kept: the bulk path takes
+    # these when they are TopicPartitions and goes item by item when they are tuples.
+    valid = {
+        m: [(t, p) for t, p in parts if m in subs and t in subs[m] and 0 <= p < ppt.get(t, 0)]
+        for m, parts in messy.items()
+    }
+    as_tps = {m: [TopicPartition(t, p) for t, p in parts] for m, parts in valid.items()}
+    assert valid_claims(spec, as_tps) == valid_claims(spec, valid)
+    # A claim list with one malformed entry is read item by item and loses only that entry.
+    if as_tps:
+        first = sorted(as_tps)[0]
+        spoiled = {**as_tps, first: [*as_tps[first], ("ghost-topic", "x")]}
+        assert valid_claims(spec, spoiled) == valid_claims(spec, as_tps)
+
+
+def test_a_double_claim_stays_with_the_claimant_holding_fewer() -> None:
+    spec = build_spec({"t": 4}, {"a": ["t"], "b": ["t"]})
+    tp = TopicPartition
+    current = {"a": [tp("t", 0), tp("t", 1), tp("t", 2)], "b": [tp("t", 2)]}
+    assert valid_claims(spec, current) == {"a": [tp("t", 0), tp("t", 1)], "b": [tp("t", 2)]}
+
+
+def test_kept_claims_come_back_as_new_lists_with_the_callers_partitions() -> None:
+    ppt = {"t": 6}
+    subs = {"a": ["t"], "b": ["t"], "c": ["t"]}
+    first = assign("sticky", ppt, subs)
+    again = assign("sticky", ppt, subs, current=first)
+    assert again == first
+    for member, parts in again.items():
+        assert parts is not first[member]  # the caller's lists are never handed back
+        parts.append(TopicPartition("t", 99))
+        assert TopicPartition("t", 99) not in first[member]
+
+
+@pytest.mark.parametrize(
+    ("lag", "error", "names"),
+    [
+        ({("t", "x"): 5}, TypeError, "('t', 'x')"),
+        ({"t0": 5}, TypeError, "'t0'"),
+        ({TopicPartition("t", -1): 5}, ValueError, "partition"),
+        ({TopicPartition("t", 0): True}, TypeError, "True"),
+        ({TopicPartition("t", 0): -3}, ValueError, "-3"),
+    ],
+)
+def test_bad_lag_is_refused_naming_the_entry(
+    lag: dict[object, object], error: type[Exception], names: str
+) -> None:
+    with pytest.raises(error, match="lag") as raised:
+        assign("lagsticky", {"t": 2}, {"a": ["t"]}, lag=lag)  # type: ignore[arg-type]
+    assert names in str(raised.value)
+    eng = IncrementalAssignor({"t": 2})
+    with pytest.raises(error):
+        eng.apply([LagUpdated(lag)])  # type: ignore[arg-type]
+
+
+def test_topics_first_seen_out_of_order_still_come_out_sorted() -> None:
+    eng = IncrementalAssignor({"zeta": 3})
+    eng.apply([MemberJoined("a", frozenset({"zeta"}))])
+    eng.apply([LagUpdated({TopicPartition("alpha", 1): 500})])  # a topic known first from lag
+    eng.apply([MemberJoined("b", frozenset({"alpha", "zeta"}))])
+    eng.apply([PartitionsChanged("alpha", 2)])
+    for parts in eng.assignment().values():
+        assert parts == sorted(parts)
+    owned = sorted(tp for parts in eng.assignment().values() for tp in parts)
+    assert owned == [
+        *(TopicPartition("alpha", p) for p in range(2)),
+        *(TopicPartition("zeta", p) for p in range(3)),
+    ]
+    assert eng.lag() == {TopicPartition("alpha", 1): 500}
+    assert eng.owner_of(TopicPartition("alpha", 1)) in {"a", "b"}
+    assert eng.owner_of(TopicPartition("nowhere", 0)) is None
+    assert TopicIds(["b", "a"]).in_order is False
+
+
+def _tracked_after_build(partitions: int) -> int:
+    ppt = {f"t{i}": partitions // 4 for i in range(4)}
+    subs = {f"m{i:02d}": list(ppt) for i in range(20)}
+    lag = {TopicPartition(t, p): p % 97 for t, n in ppt.items() for p in range(n)}
+    gc.collect()
+    before = len(gc.get_objects())
+    eng, _ = IncrementalAssignor.from_snapshot(ppt, subs, lag=lag)
+    gc.collect()
+    tracked = len(gc.get_objects()) - before
+    del eng
+    return tracked
+
+
+def test_the_engine_keeps_no_collector_tracked_object_per_partition() -> None:
+    """Partitions live as ints inside the engine: a hundred times more partitions must not
+    mean more objects for the cyclic collector to walk (that walk was a multi-second pause
+    after every build at a million partitions)."""
+    small, large = _tracked_after_build(400), _tracked_after_build(40_000)
+    assert large - small < 100, (small, large)
