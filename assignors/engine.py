@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from itertools import chain, filterfalse, repeat
 from operator import lshift, or_
 
+import numpy as np
 from sortedcontainers import SortedList
 
 from .events import (
@@ -49,7 +50,13 @@ from .events import (
     SubscriptionChanged,
 )
 from .ids import LAG_SHIFT, PART_BITS, PID_MASK, TopicIds, pid_of, topic_of
-from .placement import deal_uniform, greedy_place_of, keep_uniform
+from .placement import (
+    deal_uniform,
+    greedy_place_of,
+    heaviest_first_array,
+    keep_uniform,
+    snake_places,
+)
 from .policy import DEFAULT_POLICY, LagPolicy
 from .spec import GroupSpec, build_spec
 from .types import (
@@ -203,8 +210,11 @@ class IncrementalAssignor:
         members: Iterable[str],
         topics_of: Mapping[str, frozenset[str]],
         initial: Mapping[str, list[int]],
+        weighed: Mapping[str, tuple[list[int], int]] | None = None,
     ) -> None:
-        """Adopt a whole assignment at once (each list of pids ascending, none twice)."""
+        """Adopt a whole assignment at once (no pid twice; each list ascending unless
+        the engine weighs lag). ``weighed`` gives a member's ``by_lag`` entries and total
+        lag when the caller has them already."""
         plag = self._plag if self.lag_aware else {}
         owner = self._owner
         by_topics: dict[frozenset[int], list[str]] = {}
@@ -216,7 +226,9 @@ class IncrementalAssignor:
                 tids = tids_of[topics] = self._tids(topics)
             parts = initial.get(name, [])
             lag = 0
-            if plag:
+            if weighed is not None:
+                by_lag, lag = weighed[name]
+            elif plag:
                 weights = list(map(plag.get, parts, repeat(0)))
                 lag = sum(weights)
                 by_lag = list(map(or_, map(lshift, weights, repeat(LAG_SHIFT)), parts))
@@ -390,16 +402,15 @@ class IncrementalAssignor:
     def _update_lag(self, lag: Mapping[TopicPartition, int]) -> None:
         """Re-weigh the changed readings. Costs O(readings) plus, per member touched, its
         index entries; when many members are touched the indexes are rebuilt once."""
-        fresh = self._ids.lag(lag, register=True)
+        pids, values = self._ids.lag(lag, register=True)
         plag = self._plag
-        pids = list(fresh)
         olds = list(map(plag.get, pids, repeat(0)))
-        plag.update(fresh)
+        plag.update(zip(pids, values, strict=True))
         if not self.lag_aware:
             return
         changed: dict[str, list[tuple[int, int, int]]] = {}
         owners = map(self._owner.get, pids)
-        for pid, old, new, name in zip(pids, olds, fresh.values(), owners, strict=True):
+        for pid, old, new, name in zip(pids, olds, values, owners, strict=True):
             if name is not None and old != new:
                 changed.setdefault(name, []).append((pid, old, new))
         if not changed:
@@ -895,6 +906,8 @@ class _Start:
     spec: GroupSpec
     ids: TopicIds
     plag: dict[int, int]
+    #: ``plag`` as the caller gave it: pids and values in the lag map's order.
+    readings: tuple[list[int], list[int]]
     lag_aware: bool
     #: Kept claims as pids, and as the caller's own partition lists where reusable.
     claims: dict[str, list[int]]
@@ -912,13 +925,14 @@ class _Start:
     ) -> _Start:
         spec = build_spec(partitions_per_topic, subscriptions)
         ids = TopicIds.for_spec(spec)
+        readings: tuple[list[int], list[int]] = ([], [])
         if lag_aware:
-            plag = ids.lag(lag, register=False)
+            readings = ids.lag(lag, register=False)
         else:  # validated all the same: a bad lag map is a caller bug either way
-            plag = {}
-            ids.lag(lag, register=False, convert=False)
+            ids.check_lag(lag)
         claims, given = ids.claims(spec, current)
-        return cls(spec, ids, plag, lag_aware, claims, given, spec.is_uniform())
+        plag = dict(zip(*readings, strict=True))
+        return cls(spec, ids, plag, readings, lag_aware, claims, given, spec.is_uniform())
 
     @property
     def fresh(self) -> bool:
@@ -963,15 +977,40 @@ class _Start:
                 out[m] = ids.tps(claims.get(m, []))
         return out
 
-    def initial(self) -> dict[str, list[int]]:
+    def initial(self) -> tuple[dict[str, list[int]], dict[str, tuple[list[int], int]] | None]:
+        """Each member's starting pids and, when a lag-ordered deal made them, its
+        ``by_lag`` entries and total lag (so the build need not look lag up again)."""
         spec, ids = self.spec, self.ids
         if self.claims:
-            return self.claims
+            return self.claims, None
         effective = self.plag if self.lag_aware else None
-        if self.uniform:
-            every = [p for t in spec.topics for p in ids.span(t, spec.partitions_per_topic[t])]
-            return deal_uniform(list(spec.members), every, effective)
-        return greedy_place_of(spec, lambda t: ids.span(t, spec.partitions_per_topic[t]), effective)
+        counts = spec.partitions_per_topic
+        if not self.uniform:
+            placed = greedy_place_of(spec, lambda t: ids.span(t, counts[t]), effective)
+            return placed, None
+        members = list(spec.members)
+        every = list(chain.from_iterable(ids.span(t, counts[t]) for t in spec.topics))
+        if not effective:
+            return deal_uniform(members, every), None
+        pids, values = self.readings
+        weights = values if pids == every else list(map(effective.get, every, repeat(0)))
+        order = heaviest_first_array(weights)
+        if order is None:
+            return deal_uniform(members, every), None
+        # The snake deal of deal_uniform on arrays: a million partitions without a
+        # million Python-level lookups.
+        heavy = np.asarray(weights, dtype=object if max(weights) >= 2**62 else np.int64)[order]
+        ordered = np.asarray(every, dtype=np.int64)[order]
+        dealt: dict[str, list[int]] = {}
+        weighed: dict[str, tuple[list[int], int]] = {}
+        for i, m in enumerate(members):
+            a, b = snake_places(i, len(members))
+            mine = ordered[a].tolist() + ordered[b].tolist()
+            lags = heavy[a].tolist() + heavy[b].tolist()
+            dealt[m] = mine
+            entries = sorted(map(or_, map(lshift, lags, repeat(LAG_SHIFT)), mine))
+            weighed[m] = (entries, sum(lags))
+        return dealt, weighed
 
     def engine(self, policy: LagPolicy) -> tuple[IncrementalAssignor, Change]:
         spec = self.spec
@@ -980,7 +1019,7 @@ class _Start:
         )
         eng._ids = self.ids
         eng._plag = self.plag
-        eng._bulk_load(spec.members, spec.topics_of, self.initial())
+        eng._bulk_load(spec.members, spec.topics_of, *self.initial())
         budget = 4 * len(spec.members) + 64 if self.fresh else policy.max_moves
         work = () if self.fresh and self.uniform else eng._violators()
         change = eng._settle(work, lag_budget=budget, count_lag_moves=not self.fresh)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from itertools import chain
-from operator import add, itemgetter, lt
+from itertools import accumulate, chain, compress, count, islice
+from operator import add, ge, itemgetter, lt
 from typing import Any
 
 from .spec import GroupSpec, check_lag_values
@@ -97,15 +97,14 @@ class TopicIds:
 
     # ------------------------------------------------------------------ lag
 
-    def lag(self, lag: LagMap | None, *, register: bool, convert: bool = True) -> dict[int, int]:
-        """Validated lag by pid. Readings for unknown topics are kept only if ``register``
-        (the engine keeps them for topics that appear later); a one-shot call drops them.
-        With ``convert`` false it only validates."""
+    def lag(self, lag: LagMap | None, *, register: bool) -> tuple[list[int], list[int]]:
+        """Validated lag as parallel lists of pids and values, in the map's order.
+
+        Readings for unknown topics are kept only if ``register`` (the engine keeps them
+        for topics that appear later); a one-shot call drops them."""
         if not lag:
-            return {}
+            return [], []
         check_lag_values(lag)
-        if not convert and set(map(type, lag)) == {TopicPartition}:
-            return {}
         keys = list(lag)
         parts = list(map(_second, keys)) if _all_pairs(keys) else None
         if parts is not None and _partition_numbers(parts):
@@ -114,16 +113,26 @@ class TopicIds:
             except KeyError:
                 pass
             else:
-                return dict(zip(map(add, bases, parts), lag.values(), strict=True))
-        out: dict[int, int] = {}
+                return list(map(add, bases, parts)), list(lag.values())
+        pids: list[int] = []
+        values: list[int] = []
         for key, value in lag.items():
             topic, partition = _lag_key(key)
             if register:
                 self.add(topic)
             base = self.base.get(topic)
             if base is not None:
-                out[base + partition] = value
-        return out
+                pids.append(base + partition)
+                values.append(value)
+        return pids, values
+
+    def check_lag(self, lag: LagMap | None) -> None:
+        """Validate without converting (a strategy that ignores lag still refuses bad lag)."""
+        if not lag:
+            return
+        check_lag_values(lag)
+        if set(map(type, lag)) != {TopicPartition}:
+            self.lag(lag, register=False)
 
     # ------------------------------------------------------------------ claims
 
@@ -145,7 +154,9 @@ class TopicIds:
             return {}, {}
         named = sorted(k for k in current if isinstance(k, str))
         members = [m for m in named if m in spec.topics_of]
-        kept, given = self._read_claims(spec, members, [current[m] for m in members])
+        kept, given, shared = self._read_claims(spec, members, [current[m] for m in members])
+        if not shared:
+            return kept, given
         claimed = list(chain.from_iterable(kept.values()))
         if len(set(claimed)) == len(claimed):
             return kept, given
@@ -171,36 +182,50 @@ class TopicIds:
 
     def _read_claims(
         self, spec: GroupSpec, members: list[str], lists: list[object]
-    ) -> tuple[dict[str, list[int]], dict[str, list[TopicPartition]]]:
-        """Each member's valid claims as ascending distinct pids, conflicts not yet resolved.
+    ) -> tuple[dict[str, list[int]], dict[str, list[TopicPartition]], bool]:
+        """Each member's valid claims as ascending distinct pids, conflicts not yet
+        resolved, and whether two members may claim one partition.
 
-        The common case, every claim a valid ``TopicPartition``, is checked for the whole
-        group at once in C; members whose claim fails that go item by item."""
+        The common case, every claim a valid ``TopicPartition`` and each list sorted, is
+        checked for the whole group at once in C; a member whose claim fails that goes
+        item by item."""
         ppt = spec.partitions_per_topic
         kept: dict[str, list[int]] = {}
         given: dict[str, list[TopicPartition]] = {}
         checked = self._well_formed(lists, ppt)
         if checked is None:
             slow = members
+            shared = True
         else:
             slow = []
             names, pids = checked
-            everything = set(names)
-            covers = {fs: fs.issuperset(everything) for fs in set(spec.topics_of.values())}
-            distinct = len(set(pids)) == len(pids)
+            shared = len(set(pids)) != len(pids)
+            ends = list(accumulate(map(len, lists)))  # type: ignore[arg-type]
+            # Where the pid sequence fails to rise; a list is sorted and free of repeats
+            # unless one of these falls inside it.
+            unsorted = set(compress(count(1), map(ge, pids, islice(pids, 1, None))))
+            in_order = unsorted.issubset(ends)
+            topic_sets = set(spec.topics_of.values())
+            if all(fs.issuperset(ppt) for fs in topic_sets):
+                covers = dict.fromkeys(topic_sets, True)
+            else:
+                present = set(names)
+                covers = {fs: fs.issuperset(present) for fs in topic_sets}
             start = 0
-            for member, items in zip(members, lists, strict=True):
-                end = start + len(items)  # type: ignore[arg-type]
+            for member, items, end in zip(members, lists, ends, strict=True):
                 topics = spec.topics_of[member]
                 if not covers[topics] and not topics.issuperset(names[start:end]):
                     slow.append(member)
-                else:
-                    chunk = pids[start:end]
-                    ordered = sorted(chunk) if distinct else sorted(set(chunk))
-                    if ordered == chunk and self.in_order:
+                    start = end
+                    continue
+                chunk = pids[start:end]
+                if in_order or all(map(lt, chunk, islice(chunk, 1, None))):
+                    if self.in_order:
                         given[member] = list(items)  # type: ignore[call-overload]
-                    if ordered:
-                        kept[member] = ordered
+                else:
+                    chunk = sorted(set(chunk))
+                if chunk:
+                    kept[member] = chunk
                 start = end
         by_name = dict(zip(members, lists, strict=True)) if slow else {}
         for member in slow:
@@ -208,7 +233,7 @@ class TopicIds:
             pids = sorted(set(self._item_by_item(by_name[member], topics, ppt)))
             if pids:
                 kept[member] = pids
-        return kept, given
+        return kept, given, shared or bool(slow)
 
     def _well_formed(
         self, lists: list[object], ppt: Mapping[str, int]
@@ -222,10 +247,11 @@ class TopicIds:
             return None
         names = list(map(_first, flat))
         parts = list(map(_second, flat))
-        if not _partition_numbers(parts):
+        if set(map(type, parts)) - {int}:  # exact: a bool is no partition number
             return None
+        ranges = {t: range(n) for t, n in ppt.items()}
         try:
-            if not all(map(lt, parts, map(ppt.__getitem__, names))):
+            if not all(map(range.__contains__, map(ranges.__getitem__, names), parts)):
                 return None
         except KeyError:
             return None

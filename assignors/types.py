@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from itertools import repeat
 from typing import NamedTuple, TypeAlias
 
 
@@ -22,6 +23,9 @@ _new_tuple = tuple.__new__
 
 
 def topic_partitions(topic: str, count: int, start: int = 0) -> list[TopicPartition]:
-    """``[TopicPartition(topic, p) for p in range(start, count)]``, about twice as fast,
-    which matters when a fresh assignment builds 100 000 of them."""
-    return [_new_tuple(TopicPartition, (topic, p)) for p in range(start, count)]
+    """``[TopicPartition(topic, p) for p in range(start, count)]`` in C-level passes,
+    about twice as fast as the constructor: a fresh assignment of a million partitions is
+    mostly the building of these objects."""
+    n = max(0, count - start)
+    pairs = zip(repeat(topic, n), range(start, count), strict=True)
+    return list(map(_new_tuple, repeat(TopicPartition, n), pairs))
