@@ -141,7 +141,9 @@ def engine_events(
 ) -> list[dict[str, Any]]:
     """One leave, then the same member back, per victim; the first event right after the
     build (no collection in between) is reported on its own. Then lag updates touching 1 %
-    of the partitions."""
+    of the partitions. The harness's results so far are frozen first, like its inputs."""
+    gc.collect()
+    gc.freeze()
     eng, _ = IncrementalAssignor.from_snapshot(ppt, subs, lag=lag)
     leave_t, join_t = [], []
     first = 0.0
