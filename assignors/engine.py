@@ -85,8 +85,9 @@ class _Member:
     #: ``effective lag << 64 | pid``, ascending: the member's partitions by lag.
     by_lag: list[int] = field(default_factory=list)
     lag: int = 0
-    #: topic id -> how many of its partitions this member holds.
-    held: dict[int, int] = field(default_factory=dict)
+    #: topic id -> how many of its partitions this member holds; counted on first need
+    #: (``holding``), since most members of a large build are never asked.
+    held: dict[int, int] | None = None
     #: The topic groups this member subscribes to, valid while ``groups_version`` is current.
     groups: tuple[int, ...] = ()
     groups_version: int = -1
@@ -100,6 +101,13 @@ class _Member:
 
     def pids(self) -> list[int]:
         return sorted(map(pid_of, self.by_lag))
+
+    def holding(self) -> dict[int, int]:
+        held = self.held
+        if held is None:
+            held = self.held = {}
+            _count_elements(held, map(topic_of, map(pid_of, self.by_lag)))
+        return held
 
 
 #: A lag move or swap: (resulting peak lag, partner, pid from the top member, pid back).
@@ -136,6 +144,8 @@ class IncrementalAssignor:
         #: A heap longer than this is mostly stale entries and is rebuilt on next need.
         self._glimit: dict[int, int] = {}
         self._gversion = 0
+        self._groups_cache: dict[frozenset[int], tuple[int, ...]] = {}
+        self._groups_cache_version = -1
         #: topic id -> lazy max-heap (negated count and lag) of members holding its
         #: partitions; built on first need, only groups with mixed subscriptions need it.
         self._hheap: dict[int, list[tuple[int, int, str]]] | None = None
@@ -165,11 +175,7 @@ class IncrementalAssignor:
         with _gc_paused():
             start = _Start.of(partitions_per_topic, subscriptions, current, lag, lag_aware)
             eng, change = start.engine(policy)
-            # Ready for the first event: the receiver heaps exist, and the build pays the
-            # collector for its own young objects (the young generations only) instead of
-            # leaving that pause to whichever event allocates next.
-            eng._build_heaps()
-        gc.collect(1)
+            eng._build_heaps()  # ready for the first event
         return eng, change
 
     @staticmethod
@@ -234,14 +240,20 @@ class IncrementalAssignor:
                 by_lag = list(map(or_, map(lshift, weights, repeat(LAG_SHIFT)), parts))
                 by_lag.sort()
             else:  # all weights are 0 and ``parts`` is ascending: already in order
-                by_lag = list(parts)
-            owner.update(zip(parts, repeat(name)))
-            held: dict[int, int] = {}
-            _count_elements(held, map(topic_of, parts))
-            m = _Member(name, topics, tids, by_lag, lag, held)
+                by_lag = parts
+            m = _Member(name, topics, tids, by_lag, lag)
             self._total_lag += lag
             self._members[name] = m
             by_topics.setdefault(tids, []).append(name)
+        names = list(self._members)
+        held_lists = [initial.get(name, []) for name in names]
+        owner.update(
+            zip(
+                chain.from_iterable(held_lists),
+                chain.from_iterable(map(repeat, names, map(len, held_lists))),
+                strict=True,
+            )
+        )
         subscribers: dict[int, list[str]] = {}
         for group_tids, names in by_topics.items():
             for t in group_tids:
@@ -546,7 +558,7 @@ class IncrementalAssignor:
             if count < need:
                 return None
             a = self._members[name]
-            if not b.tids.isdisjoint(a.held):
+            if not b.tids.isdisjoint(a.holding()):
                 return a
             if i >= _DONOR_SCAN:
                 break
@@ -561,7 +573,7 @@ class IncrementalAssignor:
         if self._hheap is None:
             heaps: dict[int, list[tuple[int, int, str]]] = {}
             for member in self._members.values():
-                for t in member.held:
+                for t in member.holding():
                     heaps.setdefault(t, []).append((-member.count, -member.lag, member.name))
             for built in heaps.values():
                 heapq.heapify(built)
@@ -571,7 +583,7 @@ class IncrementalAssignor:
         while heap:
             c, lag, name = heap[0]
             m = self._members.get(name)
-            if m is not None and m.held.get(topic) and m.count == -c and m.lag == -lag:
+            if m is not None and m.holding().get(topic) and m.count == -c and m.lag == -lag:
                 return heap[0]
             heapq.heappop(heap)
         return None
@@ -582,7 +594,7 @@ class IncrementalAssignor:
         if limit < 0 or not self._load or self._load[0][0] > limit:
             return None
         best: Key | None = None
-        for t in a.held:
+        for t in a.holding():
             key = self._min_subscriber(t)
             if key is not None and key[0] <= limit and (best is None or key < best):
                 best = key
@@ -752,18 +764,22 @@ class IncrementalAssignor:
         m.lag -= weight
         self._total_lag -= weight
         t = pid >> PART_BITS
-        left = m.held[t] - 1
-        if left:
-            m.held[t] = left
-        else:
-            del m.held[t]
+        held = m.held
+        if held is not None:
+            left = held[t] - 1
+            if left:
+                held[t] = left
+            else:
+                del held[t]
 
     def _insert_part(self, m: _Member, pid: int, weight: int) -> None:
         bisect.insort(m.by_lag, weight << LAG_SHIFT | pid)
         m.lag += weight
         self._total_lag += weight
         t = pid >> PART_BITS
-        m.held[t] = m.held.get(t, 0) + 1
+        held = m.held
+        if held is not None:
+            held[t] = held.get(t, 0) + 1
 
     def _detach(self, m: _Member) -> None:
         self._load.remove(m.key())
@@ -781,9 +797,10 @@ class IncrementalAssignor:
                     del self._gheap[g]  # mostly stale entries: rebuild on next need
         if self._hheap is not None:
             entry = (-key[0], -key[1], key[2])
-            for t in m.held:
+            held = m.holding()
+            for t in held:
                 heapq.heappush(self._hheap.setdefault(t, []), entry)
-            self._hheap_size += len(m.held)
+            self._hheap_size += len(held)
             if self._hheap_size > 8 * len(self._owner) + 1024:
                 self._hheap = None  # mostly stale entries: rebuild on next need
 
@@ -859,7 +876,14 @@ class IncrementalAssignor:
 
     def _groups_of(self, m: _Member) -> tuple[int, ...]:
         if m.groups_version != self._gversion:
-            m.groups = tuple({self._tgroup[t] for t in m.tids})
+            # Members with one subscription share one answer (and usually one tids object).
+            if self._groups_cache_version != self._gversion:
+                self._groups_cache.clear()
+                self._groups_cache_version = self._gversion
+            groups = self._groups_cache.get(m.tids)
+            if groups is None:
+                groups = self._groups_cache[m.tids] = tuple({self._tgroup[t] for t in m.tids})
+            m.groups = groups
             m.groups_version = self._gversion
         return m.groups
 
@@ -966,16 +990,10 @@ class _Start:
                 span = ids.span(t, spec.partitions_per_topic[t])
                 unowned.extend(filterfalse(owned.__contains__, span))
         changed = keep_uniform(spec.members, claims, unowned)
-        out: Assignment = {}
-        for m in spec.members:
-            now = changed.get(m)
-            if now is not None:
-                out[m] = ids.tps(now)
-            elif m in self.given:
-                out[m] = self.given[m]
-            else:
-                out[m] = ids.tps(claims.get(m, []))
-        return out
+        out: dict[str, list[TopicPartition] | None] = dict.fromkeys(spec.members)
+        out.update(self.given)
+        out.update(zip(changed, map(ids.tps, changed.values()), strict=True))
+        return {m: ids.tps(claims.get(m, [])) if now is None else now for m, now in out.items()}
 
     def initial(self) -> tuple[dict[str, list[int]], dict[str, tuple[list[int], int]] | None]:
         """Each member's starting pids and, when a lag-ordered deal made them, its

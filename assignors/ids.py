@@ -200,7 +200,8 @@ class TopicIds:
             slow = []
             names, pids = checked
             shared = len(set(pids)) != len(pids)
-            ends = list(accumulate(map(len, lists)))  # type: ignore[arg-type]
+            lens = list(map(len, lists))  # type: ignore[arg-type]
+            ends = list(accumulate(lens))
             # Where the pid sequence fails to rise; a list is sorted and free of repeats
             # unless one of these falls inside it.
             unsorted = set(compress(count(1), map(ge, pids, islice(pids, 1, None))))
@@ -208,6 +209,15 @@ class TopicIds:
             topic_sets = set(spec.topics_of.values())
             if all(fs.issuperset(ppt) for fs in topic_sets):
                 covers = dict.fromkeys(topic_sets, True)
+                if in_order:  # the usual case, our own previous result: no loop at all
+                    chunks = map(pids.__getitem__, map(slice, [0, *ends[:-1]], ends))
+                    kept = dict(zip(members, chunks, strict=True))
+                    if self.in_order:
+                        copies: Iterable[list[TopicPartition]] = map(list, lists)  # type: ignore[arg-type]
+                        given = dict(zip(members, copies, strict=True))
+                    if 0 in lens:
+                        kept = {m: c for m, c in kept.items() if c}
+                    return kept, given, shared
             else:
                 present = set(names)
                 covers = {fs: fs.issuperset(present) for fs in topic_sets}
@@ -249,9 +259,10 @@ class TopicIds:
         parts = list(map(_second, flat))
         if set(map(type, parts)) - {int}:  # exact: a bool is no partition number
             return None
-        ranges = {t: range(n) for t, n in ppt.items()}
+        if parts and min(parts) < 0:
+            return None
         try:
-            if not all(map(range.__contains__, map(ranges.__getitem__, names), parts)):
+            if not all(map(lt, parts, map(ppt.__getitem__, names))):
                 return None
         except KeyError:
             return None

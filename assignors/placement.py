@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
+from operator import itemgetter, neg
 from typing import TypeVar
 
 import numpy as np
@@ -57,13 +58,20 @@ def greedy_place_of(
             heavy = heaviest_first_order(list(map(lag.get, partitions, repeat(0))))
             if heavy is not None:
                 partitions = list(map(partitions.__getitem__, heavy))
-        for tp in partitions:
-            c, weight, member = heap[0]
-            weight += lag.get(tp, 0)
-            heapq.heapreplace(heap, (c + 1, weight, member))
-            out[member].append(tp)
-            count[member] = c + 1
-            total[member] = weight
+        if lag:
+            for tp in partitions:
+                c, weight, member = heap[0]
+                weight += lag.get(tp, 0)
+                heapq.heapreplace(heap, (c + 1, weight, member))
+                out[member].append(tp)
+                count[member] = c + 1
+                total[member] = weight
+        else:  # the same loop with every weight 0
+            for tp in partitions:
+                c, _, member = heap[0]
+                heapq.heapreplace(heap, (c + 1, 0, member))
+                out[member].append(tp)
+                count[member] = c + 1
     return {m: sorted(parts) for m, parts in out.items()}
 
 
@@ -130,21 +138,24 @@ def keep_uniform(
     n = len(members)
     if n == 0:
         return {}
-    q, r = divmod(sum(map(len, kept.values())) + len(unowned), n)
+    counts = list(map(len, map(kept.get, members, repeat(()))))
+    q, r = divmod(sum(counts) + len(unowned), n)
     quota = dict.fromkeys(members, q)
     if r:
-        larger = sorted(members, key=lambda m: (-len(kept.get(m, ())), m))[:r]
-        quota.update(dict.fromkeys(larger, q + 1))
+        larger = heapq.nsmallest(r, zip(map(neg, counts), members, strict=True))
+        quota.update(dict.fromkeys(map(itemgetter(1), larger), q + 1))
     pool = list(unowned)
     changed: dict[str, list[int]] = {}
-    for m, parts in kept.items():
-        extra = len(parts) - quota[m]
-        if extra > 0:
+    for m, c in zip(members, counts, strict=True):
+        if c > q and (extra := c - quota[m]) > 0:
+            parts = kept[m]
             pool.extend(parts[-extra:])
             changed[m] = parts[:-extra]
     pool.sort()
     short = [
-        (len(mine), m) for m in members if len(mine := changed.get(m, kept.get(m, []))) < quota[m]
+        (len(mine), m)
+        for m, c in zip(members, counts, strict=True)
+        if c <= q and len(mine := changed.get(m, kept.get(m, []))) < quota[m]
     ]
     heapq.heapify(short)
     gained: dict[str, list[int]] = {}
