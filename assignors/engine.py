@@ -594,8 +594,9 @@ class IncrementalAssignor:
         if limit < 0 or not self._load or self._load[0][0] > limit:
             return None
         best: Key | None = None
-        for t in a.holding():
-            key = self._min_subscriber(t)
+        tgroup = self._tgroup
+        for g in {tgroup[t] for t in a.holding()}:  # a topic group answers for its topics
+            key = self._min_in_group(g)
             if key is not None and key[0] <= limit and (best is None or key < best):
                 best = key
         return None if best is None else self._members[best[2]]
@@ -836,8 +837,10 @@ class IncrementalAssignor:
 
     def _min_subscriber(self, topic: int) -> Key | None:
         g = self._tgroup.get(topic)
-        if g is None:
-            return None
+        return None if g is None else self._min_in_group(g)
+
+    def _min_in_group(self, g: int) -> Key | None:
+        """The least-loaded subscriber of topic group ``g`` (all of its topics alike)."""
         heap = self._gheap.get(g)
         if heap is None:
             self._build_heaps()
@@ -846,7 +849,7 @@ class IncrementalAssignor:
         while heap:
             key = heap[0]
             m = members.get(key[2])
-            if m is not None and topic in m.tids and m.key() == key:
+            if m is not None and m.key() == key and g in self._groups_of(m):
                 return key
             heapq.heappop(heap)
         return None
@@ -975,7 +978,7 @@ class _Start:
     def dealt(self) -> Assignment:
         """The final result when ``final``: a plain deal of every partition."""
         spec = self.spec
-        every = [tp for t in spec.topics for tp in spec.partitions(t)]
+        every = list(chain.from_iterable(map(spec.partitions, spec.topics)))
         return deal_uniform(list(spec.members), every, None)
 
     def kept_uniform(self) -> Assignment:
