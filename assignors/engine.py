@@ -82,12 +82,15 @@ class _Member:
     topics: frozenset[str]
     #: ``topics`` as topic ids.
     tids: frozenset[int]
-    #: ``effective lag << 64 | pid``, ascending: the member's partitions by lag.
+    #: ``effective lag << 64 | pid``, ascending: the member's partitions by lag. After a
+    #: lag update it may be ``stale`` (right partitions, old weights) until first needed:
+    #: read it in weight order through ``IncrementalAssignor._entries``.
     by_lag: list[int] = field(default_factory=list)
     lag: int = 0
     #: topic id -> how many of its partitions this member holds; counted on first need
     #: (``holding``), since most members of a large build are never asked.
     held: dict[int, int] | None = None
+    stale: bool = False
     #: The topic groups this member subscribes to, valid while ``groups_version`` is current.
     groups: tuple[int, ...] = ()
     groups_version: int = -1
@@ -420,37 +423,37 @@ class IncrementalAssignor:
         plag.update(zip(pids, values, strict=True))
         if not self.lag_aware:
             return
-        changed: dict[str, list[tuple[int, int, int]]] = {}
+        delta: dict[str, int] = {}
         owners = map(self._owner.get, pids)
-        for pid, old, new, name in zip(pids, olds, values, owners, strict=True):
+        for old, new, name in zip(olds, values, owners, strict=True):
             if name is not None and old != new:
-                changed.setdefault(name, []).append((pid, old, new))
-        if not changed:
+                delta[name] = delta.get(name, 0) + new - old
+        if not delta:
             return
-        bulk = len(changed) * _REINDEX_SHARE > len(self._members)
-        for name, readings in changed.items():
-            m = self._members[name]
+        # A member's lag-ordered list is re-sorted when next read, not here: most members
+        # a reading touches are not looked at before the next reading.
+        bulk = len(delta) * _REINDEX_SHARE > len(self._members)
+        members = self._members
+        for name, d in delta.items():
+            m = members[name]
             if not bulk:
                 self._detach(m)
-            entries = m.by_lag
-            delta = 0
-            if 4 * len(readings) > len(entries):
-                held = list(map(pid_of, entries))
-                weights = map(lshift, map(plag.get, held, repeat(0)), repeat(LAG_SHIFT))
-                entries[:] = sorted(map(or_, weights, held))
-                for _, old, new in readings:
-                    delta += new - old
-            else:
-                for pid, old, new in readings:
-                    del entries[bisect.bisect_left(entries, old << LAG_SHIFT | pid)]
-                    bisect.insort(entries, new << LAG_SHIFT | pid)
-                    delta += new - old
-            m.lag += delta
-            self._total_lag += delta
+            m.stale = True
+            m.lag += d
+            self._total_lag += d
             if not bulk:
                 self._attach(m)
         if bulk:
             self._reindex()
+
+    def _entries(self, m: _Member) -> list[int]:
+        """``m.by_lag`` in current weight order."""
+        if m.stale:
+            pids = list(map(pid_of, m.by_lag))
+            weights = map(lshift, map(self._plag.get, pids, repeat(0)), repeat(LAG_SHIFT))
+            m.by_lag = sorted(map(or_, weights, pids))
+            m.stale = False
+        return m.by_lag
 
     # ------------------------------------------------------------------ settling
 
@@ -604,7 +607,7 @@ class IncrementalAssignor:
     def _pick(self, a: _Member, b: _Member, target: float) -> int | None:
         """A partition of ``a`` that ``b`` may take with lag closest to ``target``
         (ties: the one at or below it, so a move never overshoots)."""
-        entries = a.by_lag
+        entries = self._entries(a)
         # The first entry whose lag exceeds ``target``.
         i = bisect.bisect_right(entries, _last_entry_at(math.floor(target))) if target >= 0 else 0
         lo, hi = i - 1, i
@@ -641,7 +644,8 @@ class IncrementalAssignor:
         while spent < budget:
             top_lag, top_name = self._by_lag[-1]
             a = self._members[top_name]
-            heaviest = a.by_lag[-1] >> LAG_SHIFT if a.by_lag else 0
+            entries = self._entries(a)
+            heaviest = entries[-1] >> LAG_SHIFT if entries else 0
             bound = max(self._total_lag / len(self._members), heaviest)
             ratio = 1.0 if eager else policy.trigger_ratio if first else policy.target_ratio
             if top_lag <= max(policy.min_lag, ratio * bound):
@@ -685,12 +689,12 @@ class IncrementalAssignor:
         """The exchange p (of a) <-> q (of b) with lag(p) - lag(q) nearest half the gap."""
         gap = a.lag - b.lag
         half = gap / 2
-        b_entries = b.by_lag
+        b_entries = self._entries(b)
         if not b_entries:
             return None
         best: tuple[int, int, int] | None = None
         a_tids, b_tids = a.tids, b.tids
-        for e_p in a.by_lag[-_SWAP_CANDIDATES:]:
+        for e_p in self._entries(a)[-_SWAP_CANDIDATES:]:
             p = e_p & PID_MASK
             if p >> PART_BITS not in b_tids:
                 continue
@@ -755,9 +759,9 @@ class IncrementalAssignor:
             self._owner[pid] = to
 
     def _remove_part(self, m: _Member, pid: int, weight: int) -> None:
-        # Invariant: an entry's weight is the partition's current effective lag, because
-        # lag updates re-insert entries (see _update_lag).
-        entries = m.by_lag
+        # Invariant: an entry's weight is the partition's current effective lag, because a
+        # list a lag update made stale is re-sorted with current lag before use.
+        entries = self._entries(m)
         entry = weight << LAG_SHIFT | pid
         i = bisect.bisect_left(entries, entry)
         assert entries[i] == entry
@@ -774,7 +778,7 @@ class IncrementalAssignor:
                 del held[t]
 
     def _insert_part(self, m: _Member, pid: int, weight: int) -> None:
-        bisect.insort(m.by_lag, weight << LAG_SHIFT | pid)
+        bisect.insort(self._entries(m), weight << LAG_SHIFT | pid)
         m.lag += weight
         self._total_lag += weight
         t = pid >> PART_BITS
