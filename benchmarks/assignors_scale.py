@@ -26,6 +26,7 @@ import kafka_peer
 
 from assignors import IncrementalAssignor, LagUpdated, MemberJoined, MemberLeft, TopicPartition
 from assignors import assign as ballast_assign
+from assignors.types import topic_partitions
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ def ballast(s: Scenario, repeat: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     big = s.partitions > 200_000
     fresh_runs = 3 if big else 5
+    rows.append(_row(s, "fresh", "floor: build the result's objects", floor(ppt, list(subs))))
     for strategy, weights in (("sticky", None), ("lagsticky", lag)):
         times = []
         result: dict[str, list[TopicPartition]] = {}
@@ -130,6 +132,20 @@ def ballast(s: Scenario, repeat: int) -> list[dict[str, Any]]:
     rows += engine_events(s, ppt, subs, lag, victims)
     gc.unfreeze()
     return rows
+
+
+def floor(ppt: Mapping[str, int], members: list[str], runs: int = 5) -> list[float]:
+    """What any fresh result costs in Python: every ``TopicPartition`` built the fastest
+    way this project knows, dealt into one list per member. Nothing decided."""
+    times = []
+    n = len(members)
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        every = [tp for t, count in ppt.items() for tp in topic_partitions(t, count)]
+        out = {m: every[i::n] for i, m in enumerate(members)}
+        times.append((time.perf_counter() - t0) * 1000)
+        del every, out
+    return times
 
 
 def engine_events(
