@@ -20,6 +20,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import kafka_peer
@@ -136,14 +137,17 @@ def ballast(s: Scenario, repeat: int) -> list[dict[str, Any]]:
 
 def floor(ppt: Mapping[str, int], members: list[str], runs: int = 5) -> list[float]:
     """What any fresh result costs in Python: every ``TopicPartition`` built the fastest
-    way this project knows, dealt into one list per member. Nothing decided."""
+    way this project knows, dealt into one list per member, with the cyclic collector
+    paused as ``assign`` pauses it. Nothing decided."""
     times = []
     n = len(members)
     for _ in range(runs):
+        gc.disable()
         t0 = time.perf_counter()
-        every = [tp for t, count in ppt.items() for tp in topic_partitions(t, count)]
+        every = list(chain.from_iterable(map(topic_partitions, ppt, ppt.values())))
         out = {m: every[i::n] for i, m in enumerate(members)}
         times.append((time.perf_counter() - t0) * 1000)
+        gc.enable()
         del every, out
     return times
 

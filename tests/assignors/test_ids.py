@@ -18,6 +18,7 @@ from assignors import (
     assign,
 )
 from assignors.ids import TopicIds, valid_claims
+from assignors.placement import heaviest_first_order
 from assignors.spec import build_spec
 
 from .strategies_hyp import groups, messy_current
@@ -44,8 +45,9 @@ def test_well_formed_claims_read_in_bulk_equal_the_item_by_item_reading(
     # A claim list with one malformed entry is read item by item and loses only that entry.
     if as_tps:
         first = sorted(as_tps)[0]
-        spoiled = {**as_tps, first: [*as_tps[first], ("ghost-topic", "x")]}
-        assert valid_claims(spec, spoiled) == valid_claims(spec, as_tps)
+        spoiled: dict[str, list[object]] = {m: list(parts) for m, parts in as_tps.items()}
+        spoiled[first].append(("t0", "x"))
+        assert valid_claims(spec, spoiled) == valid_claims(spec, as_tps)  # type: ignore[arg-type]
 
 
 def test_a_double_claim_stays_with_the_claimant_holding_fewer() -> None:
@@ -126,3 +128,24 @@ def test_the_engine_keeps_no_collector_tracked_object_per_partition() -> None:
     after every build at a million partitions)."""
     small, large = _tracked_after_build(400), _tracked_after_build(40_000)
     assert large - small < 100, (small, large)
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_the_heaviest_first_order_is_a_stable_sort_by_decreasing_lag(big: bool) -> None:
+    """NumPy's stable argsort orders lag that fits in int64; larger lag takes the pure
+    Python sort. Both must be the same order."""
+    scale = 2**70 if big else 1
+    weights = [5 * scale, 1 * scale, 5 * scale, 0, 9 * scale, 1 * scale]
+    assert heaviest_first_order(weights) == [4, 0, 2, 1, 5, 3]
+    assert heaviest_first_order([7, 7, 7]) is None
+
+
+def test_lag_beyond_int64_still_assigns_every_partition() -> None:
+    ppt = {"t": 8}
+    subs = {"a": ["t"], "b": ["t"]}
+    lag = {TopicPartition("t", p): (p + 1) * 2**70 for p in range(8)}
+    result = assign("lagsticky", ppt, subs, lag=lag)
+    assert sorted(tp for parts in result.values() for tp in parts) == [
+        TopicPartition("t", p) for p in range(8)
+    ]
+    assert abs(len(result["a"]) - len(result["b"])) <= 1
