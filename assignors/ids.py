@@ -84,9 +84,6 @@ class TopicIds:
             return None
         return base + tp.partition
 
-    def topic(self, pid: int) -> str:
-        return self.names[pid >> PART_BITS]
-
     def tps(self, pids: Iterable[int]) -> list[TopicPartition]:
         """Ascending pids -> sorted partitions."""
         names = self.names
