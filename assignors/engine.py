@@ -49,16 +49,17 @@ from .events import (
     PartitionsChanged,
     SubscriptionChanged,
 )
-from .ids import LAG_SHIFT, PART_BITS, PID_MASK, TopicIds, pid_of, topic_of
+from .ids import LAG_SHIFT, PART_BITS, PART_MASK, PID_MASK, TopicIds, pid_of, topic_of
 from .placement import (
     deal_uniform,
     greedy_place_of,
     heaviest_first_array,
     keep_uniform,
     snake_places,
+    weight_array,
 )
 from .policy import DEFAULT_POLICY, LagPolicy
-from .spec import GroupSpec, build_spec
+from .spec import GroupSpec, build_spec, check_lag
 from .types import (
     Assignment,
     CurrentAssignment,
@@ -248,12 +249,12 @@ class IncrementalAssignor:
             self._total_lag += lag
             self._members[name] = m
             by_topics.setdefault(tids, []).append(name)
-        names = list(self._members)
-        held_lists = [initial.get(name, []) for name in names]
+        loaded = list(self._members)
+        held_lists = [initial.get(name, []) for name in loaded]
         owner.update(
             zip(
                 chain.from_iterable(held_lists),
-                chain.from_iterable(map(repeat, names, map(len, held_lists))),
+                chain.from_iterable(map(repeat, loaded, map(len, held_lists))),
                 strict=True,
             )
         )
@@ -492,7 +493,7 @@ class IncrementalAssignor:
             pid
             for pid in self._orphans
             if pid not in owner
-            and pid & 0xFFFFFFFF < self._pcount(pid >> PART_BITS)
+            and pid & PART_MASK < self._pcount(pid >> PART_BITS)
             and self._subs.get(pid >> PART_BITS)
         ]
         if plag:
@@ -959,8 +960,8 @@ class _Start:
         readings: tuple[list[int], list[int]] = ([], [])
         if lag_aware:
             readings = ids.lag(lag, register=False)
-        else:  # validated all the same: a bad lag map is a caller bug either way
-            ids.check_lag(lag)
+        elif lag:  # validated all the same: a bad lag map is a caller bug either way
+            check_lag(lag)
         claims, given = ids.claims(spec, current)
         plag = dict(zip(*readings, strict=True))
         return cls(spec, ids, plag, readings, lag_aware, claims, given, spec.is_uniform())
@@ -1019,12 +1020,13 @@ class _Start:
             return deal_uniform(members, every), None
         pids, values = self.readings
         weights = values if pids == every else list(map(effective.get, every, repeat(0)))
-        order = heaviest_first_array(weights)
+        weight = weight_array(weights)
+        order = heaviest_first_array(weight)
         if order is None:
             return deal_uniform(members, every), None
         # The snake deal of deal_uniform on arrays: a million partitions without a
         # million Python-level lookups.
-        heavy = np.asarray(weights, dtype=object if max(weights) >= 2**62 else np.int64)[order]
+        heavy = weight[order]
         ordered = np.asarray(every, dtype=np.int64)[order]
         dealt: dict[str, list[int]] = {}
         weighed: dict[str, tuple[list[int], int]] = {}

@@ -14,18 +14,16 @@ rules and errors) when they are not.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from itertools import accumulate, chain, compress, count, islice
 from operator import add, ge, itemgetter, lt
 from typing import Any
 
-from .spec import GroupSpec, check_lag_values
-from .types import CurrentAssignment, LagMap, TopicPartition
+from .spec import GroupSpec, as_partition, check_lag
+from .types import MAX_PARTITION, CurrentAssignment, LagMap, TopicPartition
 
 PART_BITS = 32
 PART_MASK = (1 << PART_BITS) - 1
-#: Kafka partition numbers are int32.
-MAX_PARTITION = 2**31 - 1
 LAG_SHIFT = 64
 PID_MASK = (1 << LAG_SHIFT) - 1
 
@@ -101,20 +99,16 @@ class TopicIds:
         for topics that appear later); a one-shot call drops them."""
         if not lag:
             return [], []
-        check_lag_values(lag)
-        keys = list(lag)
-        parts = list(map(_second, keys)) if _all_pairs(keys) else None
-        if parts is not None and _partition_numbers(parts):
-            try:
-                bases = list(map(self.base.__getitem__, map(_first, keys)))
-            except KeyError:
-                pass
-            else:
-                return list(map(add, bases, parts)), list(lag.values())
+        check_lag(lag)
+        try:
+            bases = list(map(self.base.__getitem__, map(_first, lag)))
+        except KeyError:
+            pass
+        else:
+            return list(map(add, bases, map(_second, lag))), list(lag.values())
         pids: list[int] = []
         values: list[int] = []
-        for key, value in lag.items():
-            topic, partition = _lag_key(key)
+        for (topic, partition), value in lag.items():
             if register:
                 self.add(topic)
             base = self.base.get(topic)
@@ -122,14 +116,6 @@ class TopicIds:
                 pids.append(base + partition)
                 values.append(value)
         return pids, values
-
-    def check_lag(self, lag: LagMap | None) -> None:
-        """Validate without converting (a strategy that ignores lag still refuses bad lag)."""
-        if not lag:
-            return
-        check_lag_values(lag)
-        if set(map(type, lag)) != {TopicPartition}:
-            self.lag(lag, register=False)
 
     # ------------------------------------------------------------------ claims
 
@@ -271,7 +257,7 @@ class TopicIds:
         if isinstance(items, (str, bytes)) or not isinstance(items, Collection):
             return
         for raw in items:
-            tp = _coerce(raw)
+            tp = as_partition(raw)
             if tp is not None and tp.topic in topics and 0 <= tp.partition < ppt.get(tp.topic, 0):
                 yield self.base[tp.topic] + tp.partition
 
@@ -283,32 +269,3 @@ def valid_claims(
     ids = TopicIds.for_spec(spec)
     kept, _ = ids.claims(spec, current)
     return {m: ids.tps(pids) for m, pids in kept.items()}
-
-
-def _all_pairs(keys: Sequence[object]) -> bool:
-    kinds = set(map(type, keys))
-    return kinds <= {TopicPartition, tuple} and all(map((2).__eq__, map(len, keys)))  # type: ignore[arg-type]
-
-
-def _partition_numbers(parts: Sequence[Any]) -> bool:
-    """All exactly int (not bool) and valid Kafka partition numbers."""
-    return set(map(type, parts)) <= {int} and (
-        not parts or (min(parts) >= 0 and max(parts) <= MAX_PARTITION)
-    )
-
-
-def _lag_key(key: object) -> tuple[str, int]:
-    tp = _coerce(key)
-    if tp is None:
-        raise TypeError(f"lag key {key!r}: expected a (topic, partition) pair")
-    if not 0 <= tp.partition <= MAX_PARTITION:
-        raise ValueError(f"lag key {key!r}: partition must be 0..{MAX_PARTITION}")
-    return tp
-
-
-def _coerce(raw: object) -> TopicPartition | None:
-    if isinstance(raw, (tuple, list)) and len(raw) == 2:
-        topic, partition = raw
-        if isinstance(topic, str) and type(partition) is int:
-            return raw if type(raw) is TopicPartition else TopicPartition(topic, partition)
-    return None

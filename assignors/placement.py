@@ -11,7 +11,7 @@ import heapq
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from operator import itemgetter, neg
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -58,20 +58,13 @@ def greedy_place_of(
             heavy = heaviest_first_order(list(map(lag.get, partitions, repeat(0))))
             if heavy is not None:
                 partitions = list(map(partitions.__getitem__, heavy))
-        if lag:
-            for tp in partitions:
-                c, weight, member = heap[0]
-                weight += lag.get(tp, 0)
-                heapq.heapreplace(heap, (c + 1, weight, member))
-                out[member].append(tp)
-                count[member] = c + 1
-                total[member] = weight
-        else:  # the same loop with every weight 0
-            for tp in partitions:
-                c, _, member = heap[0]
-                heapq.heapreplace(heap, (c + 1, 0, member))
-                out[member].append(tp)
-                count[member] = c + 1
+        for tp in partitions:
+            c, weight, member = heap[0]
+            weight += lag.get(tp, 0)
+            heapq.heapreplace(heap, (c + 1, weight, member))
+            out[member].append(tp)
+            count[member] = c + 1
+            total[member] = weight
     return {m: sorted(parts) for m, parts in out.items()}
 
 
@@ -98,18 +91,22 @@ def deal_uniform(
 
 def heaviest_first_order(weights: list[int]) -> list[int] | None:
     """Indexes of ``weights`` by decreasing weight, ties in index order; ``None`` when all
-    weights are equal (there is nothing to order). NumPy's stable sort when the weights
-    fit in int64 (about four times faster at a million partitions)."""
-    order = heaviest_first_array(weights)
+    weights are equal (there is nothing to order)."""
+    order = heaviest_first_array(weight_array(weights))
     return None if order is None else order.tolist()
 
 
-def heaviest_first_array(weights: list[int]) -> NDArray[np.intp] | None:
-    if len(set(weights)) <= 1:
+def heaviest_first_array(weights: NDArray[Any]) -> NDArray[np.intp] | None:
+    """``heaviest_first_order`` on an array: NumPy's stable sort, about four times faster
+    than Python's at a million partitions."""
+    if len(weights) == 0 or weights.min() == weights.max():
         return None
-    if max(weights) < 2**62:
-        return np.argsort(-np.asarray(weights, dtype=np.int64), kind="stable")
-    return np.asarray(sorted(range(len(weights)), key=weights.__getitem__, reverse=True))
+    return np.argsort(-weights, kind="stable")
+
+
+def weight_array(weights: list[int]) -> NDArray[Any]:
+    """Lags as int64 when they fit (with room to negate), else as Python ints."""
+    return np.asarray(weights, dtype=np.int64 if max(weights, default=0) < 2**62 else object)
 
 
 def snake(ordered: list[T], n: int) -> list[list[T]]:

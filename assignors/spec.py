@@ -6,10 +6,13 @@ iteration orders are fixed here (members and topics sorted by name).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any
 
 from .types import (
+    MAX_PARTITION,
     Assignment,
     LagMap,
     PartitionsPerTopic,
@@ -95,21 +98,48 @@ def build_spec(partitions_per_topic: PartitionsPerTopic, subscriptions: Subscrip
 
 
 def normalize_lag(lag: LagMap | None) -> dict[TopicPartition, int]:
-    """Lag per partition; absent partitions count as 0. Negative lag is a caller bug."""
+    """Lag per partition; absent partitions count as 0. Bad lag is a caller bug."""
     if not lag:
         return {}
-    check_lag_values(lag)
+    check_lag(lag)
     return {tp if type(tp) is TopicPartition else TopicPartition(*tp): v for tp, v in lag.items()}
 
 
-def check_lag_values(lag: LagMap) -> None:
-    """Every value a non-negative int (exactly int: a bool is not a lag). Checked in C;
-    the slow loop runs only to name the first bad entry."""
+def check_lag(lag: LagMap) -> None:
+    """Every key a ``(topic, partition)`` pair with a Kafka partition number, every value a
+    non-negative int (exactly int: a bool is not a lag). Checked in C passes; the loop
+    runs only to name the first bad entry. Every strategy checks, even those ignoring lag."""
     values = lag.values()
-    if set(map(type, values)) <= {int} and min(values, default=0) >= 0:
+    if (
+        set(map(type, lag)) <= {TopicPartition}
+        and partition_numbers(list(map(itemgetter(1), lag)))
+        and set(map(type, values)) <= {int}
+        and min(values, default=0) >= 0
+    ):
         return
-    for tp, value in lag.items():
+    for key, value in lag.items():
+        tp = as_partition(key)
+        if tp is None:
+            raise TypeError(f"lag key {key!r}: expected a (topic, partition) pair")
+        if not 0 <= tp.partition <= MAX_PARTITION:
+            raise ValueError(f"lag key {key!r}: partition must be 0..{MAX_PARTITION}")
         if type(value) is not int:
-            raise TypeError(f"lag[{tp!r}]: expected an int, got {value!r}")
+            raise TypeError(f"lag[{key!r}]: expected an int, got {value!r}")
         if value < 0:
-            raise ValueError(f"lag[{tp!r}]: lag must be >= 0, got {value}")
+            raise ValueError(f"lag[{key!r}]: lag must be >= 0, got {value}")
+
+
+def partition_numbers(parts: Sequence[Any]) -> bool:
+    """All exactly int (not bool) and valid Kafka partition numbers."""
+    return set(map(type, parts)) <= {int} and (
+        not parts or (min(parts) >= 0 and max(parts) <= MAX_PARTITION)
+    )
+
+
+def as_partition(raw: object) -> TopicPartition | None:
+    """``raw`` as a partition if it is a ``(str, int)`` pair, else ``None``."""
+    if isinstance(raw, (tuple, list)) and len(raw) == 2:
+        topic, partition = raw
+        if isinstance(topic, str) and type(partition) is int:
+            return raw if type(raw) is TopicPartition else TopicPartition(topic, partition)
+    return None

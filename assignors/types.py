@@ -6,6 +6,9 @@ from collections.abc import Collection, Mapping
 from itertools import repeat
 from typing import NamedTuple, TypeAlias
 
+#: Kafka partition numbers are int32.
+MAX_PARTITION = 2**31 - 1
+
 
 class TopicPartition(NamedTuple):
     topic: str
