@@ -327,6 +327,21 @@ class IncrementalAssignor:
     def members(self) -> dict[str, frozenset[str]]:
         return {name: m.topics for name, m in sorted(self._members.items())}
 
+    def topics_of(self, member: str) -> frozenset[str] | None:
+        """One member's subscription (None: not a member), without building ``members``."""
+        m = self._members.get(member)
+        return None if m is None else m.topics
+
+    def member_count(self) -> int:
+        return len(self._members)
+
+    def lag_skew(self) -> float:
+        """Largest member lag / mean member lag (1.0: even, or no lag), in O(1)."""
+        if not self._members or self._total_lag <= 0:
+            return 1.0
+        peak: int = self._by_lag[-1][0]
+        return peak * len(self._members) / self._total_lag
+
     @property
     def partitions_per_topic(self) -> dict[str, int]:
         return dict(self._ppt)
@@ -761,12 +776,17 @@ class IncrementalAssignor:
 
     def _remove_part(self, m: _Member, pid: int, weight: int) -> None:
         # Invariant: an entry's weight is the partition's current effective lag, because a
-        # list a lag update made stale is re-sorted with current lag before use.
-        entries = self._entries(m)
-        entry = weight << LAG_SHIFT | pid
-        i = bisect.bisect_left(entries, entry)
-        assert entries[i] == entry
-        del entries[i]
+        # list a lag update made stale is re-sorted with current lag before use. A stale
+        # list stays stale: it is searched, not sorted (most are never read before the
+        # next lag reading makes them stale again).
+        entries = m.by_lag
+        if m.stale:
+            del entries[list(map(pid_of, entries)).index(pid)]
+        else:
+            entry = weight << LAG_SHIFT | pid
+            i = bisect.bisect_left(entries, entry)
+            assert entries[i] == entry
+            del entries[i]
         m.lag -= weight
         self._total_lag -= weight
         t = pid >> PART_BITS
@@ -779,7 +799,10 @@ class IncrementalAssignor:
                 del held[t]
 
     def _insert_part(self, m: _Member, pid: int, weight: int) -> None:
-        bisect.insort(self._entries(m), weight << LAG_SHIFT | pid)
+        if m.stale:
+            m.by_lag.append(weight << LAG_SHIFT | pid)
+        else:
+            bisect.insort(m.by_lag, weight << LAG_SHIFT | pid)
         m.lag += weight
         self._total_lag += weight
         t = pid >> PART_BITS

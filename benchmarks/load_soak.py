@@ -157,7 +157,9 @@ async def _run(
                 after, "ballast_rebalance_latency_seconds", 0.99
             ),
             "rebalance_latency_p50_s_le": quantile(after, "ballast_rebalance_latency_seconds", 0.5),
-            "compute_p99_s_le": quantile(after, "ballast_rebalance_compute_seconds", 0.99),
+            "event_to_publish_p99_s_le": quantile(after, "ballast_event_to_publish_seconds", 0.99),
+            "assign_p99_s_le": quantile(after, "ballast_assignment_duration_seconds", 0.99),
+            "reconcile_p99_s_le": quantile(after, "ballast_reconcile_duration_seconds", 0.99),
             "controller_cpu_cores": round((after["process_cpu_seconds_total"] - cpu0) / wall, 2),
             "settle_after_churn_s": round(settle, 1),
             **{k: v for k, v in proc_status(daemon.pid).items()},

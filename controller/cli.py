@@ -17,6 +17,7 @@ from assignors.quality import evaluate, member_lag
 from controller import logs
 from controller.client.worker import run_worker
 from controller.errors import InputError
+from controller.runtime import heap
 from controller.runtime.config import Config, load_config
 from controller.runtime.daemon import Controller
 from controller.runtime.http import bound_port, serve
@@ -92,6 +93,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 async def run_daemon(cfg: Config, record: Path | None = None) -> int:
     """Run until SIGTERM/SIGINT, then drain in-flight publication and exit 0."""
     log = logs.get("ballast")
+    heap.configure()
     controller = Controller(cfg, record=record)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

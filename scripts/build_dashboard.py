@@ -39,6 +39,23 @@ PANELS: list[tuple[str, str, list[tuple[str, str]]]] = [
         ],
     ),
     (
+        "Cost of one step, p99 (engine, reconciler, encoding, publication)",
+        "s",
+        [
+            (
+                name,
+                f"histogram_quantile(0.99, sum by (le) (rate(ballast_{metric}_bucket{G}[5m])))",
+            )
+            for name, metric in (
+                ("assignment", "assignment_duration_seconds"),
+                ("reconcile", "reconcile_duration_seconds"),
+                ("encode", "encode_duration_seconds"),
+                ("publish", "publish_duration_seconds"),
+                ("due → published", "event_to_publish_seconds"),
+            )
+        ],
+    ),
+    (
         "Handoff duration",
         "s",
         [

@@ -7,8 +7,11 @@ returns. Time is a parameter, so every rule here is tested without sleeping.
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 
 from assignors import (
     Event,
@@ -21,6 +24,7 @@ from assignors import (
     SubscriptionChanged,
     TopicPartition,
 )
+from controller.core.deadlines import Deadlines
 from controller.core.handoff import Plan, Reconciler, Tags
 from controller.wire.fencing import Order
 from controller.wire.records import Assignment, Presence
@@ -35,6 +39,9 @@ class GroupTuning:
     handoff_timeout: float = 15.0
     #: Weight of a new lag reading in the exponential moving average (1.0: no smoothing).
     lag_smoothing: float = 0.3
+    #: Lag readings one tick hands the engine; the rest wait for the next ticks, so a
+    #: poll of every partition never stalls the loop (costs O(readings), spread out).
+    lag_batch: int = 2000
     policy: LagPolicy = field(default_factory=LagPolicy)
 
 
@@ -48,6 +55,10 @@ class Rebalance:
     changed_members: int
     #: Time of the earliest event this rebalance absorbed (for latency).
     first_event_at: float
+    #: When its coalescing window closed (``first_event_at`` + the delay it waited).
+    due_at: float
+    #: Time the engine took (``IncrementalAssignor.apply``).
+    assign_seconds: float
 
 
 class RejectedError(ValueError):
@@ -165,22 +176,31 @@ class GroupState:
         #: member -> when it is declared gone unless it comes back. A recovered member
         #: is absent until its presence is heard; since when is kept in its record, so
         #: a takeover does not restart the clock.
-        self.grace: dict[str, float] = {}
-        #: member -> (when it was last seen, when to write that into its record). A short
-        #: absence (a rolling restart) ends before it is recorded and costs no record.
-        self._unrecorded: dict[str, tuple[float, float]] = {}
+        self.grace: Deadlines[str] = Deadlines()
+        #: member -> when it was last seen, written into its record at the time held in
+        #: ``_record_at``. A short absence (a rolling restart) ends before it is recorded
+        #: and costs no record.
+        self._unrecorded: dict[str, float] = {}
+        self._record_at: Deadlines[str] = Deadlines()
         recorded_absence = recovered.absent if recovered else {}
         for m in granted:
             since = min(now, recorded_absence.get(m, now))
-            self.grace[m] = since + tuning.leave_grace
+            self.grace.set(m, since + tuning.leave_grace)
             if m not in recorded_absence:
-                self._unrecorded[m] = (since, now + tuning.leave_grace / 2)
+                self._absent(m, since, now)
         self.lag: dict[TopicPartition, float] = {}
+        #: Readings (None: forget the partition) not yet absorbed, oldest first, in
+        #: chunks of at most ``lag_batch``; ``_lag_since``: when the oldest arrived.
+        self._lag_inbox: deque[list[tuple[TopicPartition, int | None]]] = deque()
+        self._lag_queued = 0
+        self._lag_since: float | None = None
         self._pending: list[Event] = []
         self._coalesced: dict[str, frozenset[str] | None] = {}
         self._reasons: set[str] = set()
         self._due: float | None = None
         self._first_event: float | None = None
+        #: Time the last tick's reconciliation took (``Reconciler.plan``).
+        self.plan_seconds = 0.0
 
     # ------------------------------------------------------------------ observations
 
@@ -211,8 +231,8 @@ class GroupState:
         topics = frozenset(p.topics)
         known = self._subscription(p.member)
         self.presence[p.member] = p
-        self.grace.pop(p.member, None)
-        self._unrecorded.pop(p.member, None)
+        self.grace.pop(p.member)
+        self._present(p.member)
         self.reconciler.mark_present(p.member, p.instance)
         if p.member in self.drained:
             self.reconciler.ack(p.member, p.generation)
@@ -259,34 +279,75 @@ class GroupState:
         if self.tuning.leave_grace <= 0:
             self._depart(member, now)
         elif member not in self.grace:
-            self.grace[member] = seen + self.tuning.leave_grace
-            self._unrecorded[member] = (seen, now + self.tuning.leave_grace / 2)
+            self.grace.set(member, seen + self.tuning.leave_grace)
+            self._absent(member, seen, now)
 
     def seen_absent(self, member: str, since: float) -> None:
         """Another source (this replica's own MQTT session) saw a recovered member leave
         at ``since``: its grace counts from there."""
-        if member in self.grace and member not in self.presence:
-            self.grace[member] = min(self.grace[member], since + self.tuning.leave_grace)
+        deadline = self.grace.get(member)
+        if deadline is not None and member not in self.presence:
+            self.grace.set(member, min(deadline, since + self.tuning.leave_grace))
             if member in self._unrecorded:
-                self._unrecorded[member] = (since, self._unrecorded[member][1])
+                self._unrecorded[member] = since
 
     def on_lag(self, readings: Mapping[TopicPartition, int], now: float) -> None:
-        """New lag readings; smoothed so that one noisy reading cannot trigger moves."""
-        alpha = self.tuning.lag_smoothing
-        update: dict[TopicPartition, int] = {}
-        for tp, value in readings.items():
-            old = self.lag.get(tp)
-            new = float(value) if old is None else alpha * value + (1 - alpha) * old
-            self.lag[tp] = new
-            update[tp] = round(new)
-        if update:
-            self._enqueue(LagUpdated(update), "lag", now, delay=0.0)
+        """New lag readings, absorbed by the next ticks (``lag_batch`` a tick)."""
+        self._queue_lag(list(readings.items()), now)
 
     def forget_lag(self, partitions: Iterable[TopicPartition], now: float) -> None:
         """A partition that stopped reporting weighs 0 again, like one never reported."""
-        gone = {tp: 0 for tp in partitions if self.lag.pop(tp, None) is not None}
-        if gone:
-            self._enqueue(LagUpdated(gone), "lag", now, delay=0.0)
+        self._queue_lag([(tp, None) for tp in partitions], now)
+
+    def _queue_lag(self, items: list[tuple[TopicPartition, int | None]], now: float) -> None:
+        if not items:
+            return
+        batch = self.tuning.lag_batch
+        inbox = self._lag_inbox
+        inbox.extend(items[i : i + batch] for i in range(0, len(items), batch))
+        self._lag_queued += len(items)
+        if self._lag_since is None:
+            self._lag_since = now
+        if self._lag_queued > 2 * sum(self.engine.partitions_per_topic.values()) + batch:
+            # Readings come faster than ticks absorb them (or the group is paused): only
+            # the latest of each partition matters. Amortized O(1) a reading.
+            latest = list(dict(chain.from_iterable(inbox)).items())
+            inbox.clear()
+            inbox.extend(latest[i : i + batch] for i in range(0, len(latest), batch))
+            self._lag_queued = len(latest)
+
+    def _absorb_lag(self) -> None:
+        """Up to ``lag_batch`` queued readings into the engine, smoothed so that one noisy
+        reading cannot trigger moves."""
+        inbox = self._lag_inbox
+        if not inbox or self._lag_since is None:
+            return
+        budget = self.tuning.lag_batch
+        alpha = self.tuning.lag_smoothing
+        keep = 1 - alpha
+        lag = self.lag
+        update: dict[TopicPartition, int] = {}
+        while inbox and budget > 0:
+            chunk = inbox.popleft()
+            if len(chunk) > budget:
+                inbox.appendleft(chunk[budget:])
+                chunk = chunk[:budget]
+            budget -= len(chunk)
+            self._lag_queued -= len(chunk)
+            for tp, value in chunk:
+                old = lag.get(tp)
+                if value is None:
+                    if old is not None:
+                        del lag[tp]
+                        update[tp] = 0
+                    continue
+                new = float(value) if old is None else alpha * value + keep * old
+                lag[tp] = new
+                update[tp] = round(new)
+        since = self._lag_since
+        self._lag_since = since if inbox else None
+        if update:
+            self._enqueue(LagUpdated(update), "lag", since, delay=0.0)
 
     def on_partitions(self, partitions_per_topic: Mapping[str, int], now: float) -> None:
         current = self.engine.partitions_per_topic
@@ -299,28 +360,31 @@ class GroupState:
     def next_wakeup(self) -> float | None:
         if self.paused:
             return None
-        times = [t for t in (self._due, self.reconciler.next_deadline()) if t is not None]
-        times += self.grace.values()
-        times += (at for _, at in self._unrecorded.values())
-        return min(times, default=None)
+        times = (
+            self._due,
+            self._lag_since,
+            self.reconciler.next_deadline(),
+            self.grace.earliest(),
+            self._record_at.earliest(),
+        )
+        return min((t for t in times if t is not None), default=None)
 
     def tick(self, now: float) -> tuple[Rebalance | None, Plan | None]:
         """Run what is due: expired graces, a coalesced rebalance, and handoff progress.
         A paused group does none of it (events wait for ``paused = False``)."""
         if self.paused:
             return None, None
-        for member, (since, at) in sorted(self._unrecorded.items()):
-            if at <= now:
-                del self._unrecorded[member]
-                self.reconciler.mark_absent(member, since)
-        for member, deadline in sorted(self.grace.items()):
-            if deadline <= now:
-                del self.grace[member]
-                self._unrecorded.pop(member, None)
-                self._depart(member, deadline)
+        for member, _ in self._record_at.due(now):
+            self.reconciler.mark_absent(member, self._unrecorded.pop(member))
+        for member, deadline in self.grace.due(now):
+            self._present(member)
+            self._depart(member, deadline)
+        self._absorb_lag()
         rebalance = None
         if self._due is not None and self._due <= now:
+            started = time.perf_counter()
             change = self.engine.apply(self._pending)
+            assign_seconds = time.perf_counter() - started
             self.reconciler.update_target(change.assignments, change.removed)
             rebalance = Rebalance(
                 reasons=tuple(r for r in REASONS if r in self._reasons),
@@ -328,17 +392,31 @@ class GroupState:
                 moved_for_lag=change.moved_for_lag,
                 changed_members=len(change.assignments) + len(change.removed),
                 first_event_at=self._first_event if self._first_event is not None else now,
+                due_at=self._due,
+                assign_seconds=assign_seconds,
             )
             if self._reasons == {"lag"} and not rebalance.changed_members:
                 rebalance = None  # a lag reading that moved nothing is not a rebalance
             self._pending, self._reasons, self._due, self._first_event = [], set(), None, None
             self._coalesced = {}
-        return rebalance, self.reconciler.plan(now)
+        started = time.perf_counter()
+        plan = self.reconciler.plan(now)
+        self.plan_seconds = time.perf_counter() - started
+        return rebalance, plan
 
     # ------------------------------------------------------------------ internals
 
+    def _absent(self, member: str, since: float, now: float) -> None:
+        self._unrecorded[member] = since
+        self._record_at.set(member, now + self.tuning.leave_grace / 2)
+
+    def _present(self, member: str) -> None:
+        """No absence of ``member`` is waiting to be recorded any more."""
+        self._unrecorded.pop(member, None)
+        self._record_at.pop(member)
+
     def _depart(self, member: str, now: float) -> None:
-        self.grace.pop(member, None)
+        self.grace.pop(member)
         if self._known(member):
             self._enqueue(MemberLeft(member), "leave", now)
 
@@ -349,7 +427,7 @@ class GroupState:
         """The member's topics as they will be once the coalesced events are applied."""
         if member in self._coalesced:
             return self._coalesced[member]
-        return self.engine.members.get(member)
+        return self.engine.topics_of(member)
 
     def _enqueue(self, event: Event, reason: str, now: float, delay: float | None = None) -> None:
         self._pending.append(event)

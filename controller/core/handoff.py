@@ -148,7 +148,10 @@ class Reconciler:
         self._free_releases(now)
         gen = self.generation + 1
         records: list[Outgoing] = []
-        owner = dict(self.owner)
+        #: Granted by this plan so far; what it revokes is in ``releases``. Together with
+        #: ``self.owner`` they are the owners as this plan leaves them, without a copy.
+        taken: dict[TopicPartition, str] = {}
+        owner = self.owner
         for m in sorted(self._departed):
             # What it held stays owned until this tombstone is committed (see above).
             records.append(Outgoing(m, None))
@@ -164,16 +167,20 @@ class Reconciler:
             held = have or frozenset()
             new = set(held & want)
             for tp in want - held:
-                if owner.get(tp) is None and tp not in self.releasing and tp not in releases:
+                if (
+                    tp not in taken
+                    and owner.get(tp) is None
+                    and tp not in self.releasing
+                    and tp not in releases
+                ):
                     new.add(tp)
-                    owner[tp] = m
+                    taken[tp] = m
                 else:
                     self._waiting[tp] = m
             grant = frozenset(new)
             if grant != have or m in refresh:
                 for tp in held - grant:
                     releases[tp] = Release(m, gen, now + self.handoff_timeout)
-                    del owner[tp]
                 pending = set(self._releasing_of.get(m, ())) | (held - grant)
                 tags = self.tags.get(m, Tags())
                 records.append(
@@ -186,11 +193,13 @@ class Reconciler:
 
     def commit(self, plan: Plan) -> None:
         """Make the plan the granted state (its records are being published)."""
+        owner = self.owner
         for rec in plan.records:
             old = self.granted.get(rec.member, frozenset())
-            for tp in old:
-                if self.owner.get(tp) == rec.member:
-                    del self.owner[tp]
+            # Only what changed: a record carries the whole grant, but most of it stays.
+            for tp in old if rec.partitions is None else old - rec.partitions:
+                if owner.get(tp) == rec.member:
+                    del owner[tp]
             self._refresh.discard(rec.member)
             if rec.partitions is None:
                 self.granted.pop(rec.member, None)
@@ -205,10 +214,11 @@ class Reconciler:
                 continue
             self._published_tags[rec.member] = Tags(rec.absent_since, rec.instance)
             self.granted[rec.member] = rec.partitions
-            for tp in rec.partitions:
-                self.owner[tp] = rec.member
-                if self._waiting.get(tp) == rec.member:
-                    del self._waiting[tp]
+            waiting = self._waiting
+            for tp in rec.partitions - old:
+                owner[tp] = rec.member
+                if waiting.get(tp) == rec.member:
+                    del waiting[tp]
         for tp, rel in plan.releases.items():
             self._add_release(tp, rel)
         self.generation = plan.generation
@@ -218,7 +228,14 @@ class Reconciler:
     # ------------------------------------------------------------------ time and state
 
     def next_deadline(self) -> float | None:
-        return min((r.deadline for r in self.releasing.values()), default=None)
+        heap = self._deadlines
+        while heap:
+            deadline, tp = heap[0]
+            rel = self.releasing.get(tp)
+            if rel is not None and rel.deadline == deadline:
+                return deadline
+            heapq.heappop(heap)  # released or re-timed since: stale
+        return None
 
     def revoking(self) -> int:
         return len(self.releasing)

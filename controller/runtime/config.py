@@ -144,6 +144,9 @@ class LagSettings(_Section):
     poll_interval: PositiveDuration = 5.0
     topic: Name = "ballast.lag"
     smoothing: Annotated[float, Field(gt=0, le=1)] = 0.3
+    #: Readings one tick of a group hands its assignor; a poll of every partition is
+    #: absorbed over several ticks, so no tick stalls on it (docs/operations.md).
+    batch: Annotated[int, Field(ge=100, le=1_000_000)] = 2000
     #: Lag of a partition with no committed offset, as KAFKA-5337: latest -> 0,
     #: earliest -> everything retained.
     auto_offset_reset: Literal["latest", "earliest"] = "latest"
@@ -212,12 +215,13 @@ class RebalanceSettings(_Section):
             raise ValueError("target_ratio must not exceed trigger_ratio")
         return self
 
-    def tuning(self, smoothing: float) -> GroupTuning:
+    def tuning(self, lag: LagSettings) -> GroupTuning:
         return GroupTuning(
             rebalance_delay=self.delay,
             leave_grace=self.leave_grace,
             handoff_timeout=self.handoff_timeout,
-            lag_smoothing=smoothing,
+            lag_smoothing=lag.smoothing,
+            lag_batch=lag.batch,
             policy=LagPolicy(
                 trigger_ratio=self.trigger_ratio,
                 target_ratio=self.target_ratio,

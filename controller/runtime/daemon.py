@@ -22,6 +22,7 @@ from controller import logs
 from controller.core.group import RejectedError
 from controller.runtime.config import Config
 from controller.runtime.election import ShardElection
+from controller.runtime.group_loop import reading
 from controller.runtime.group_view import group_view
 from controller.runtime.kafka_io import (
     AssignmentLog,
@@ -77,6 +78,11 @@ class Controller:
             stopping=lambda: self._stopping,
         )
         self._lag = LagIngest(cfg, self.state, self._samples, self._invalid)
+        cap = cfg.metrics.per_member_cap if cfg.metrics.per_member else None
+        self.metrics.group_gauges.source = lambda: [
+            reading(g, cap) for _, g in sorted(self.state.groups.items())
+        ]
+        self.metrics.rebalance_delay.set(cfg.rebalance.delay)
 
     @property
     def groups(self) -> dict[str, ManagedGroup]:

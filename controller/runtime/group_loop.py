@@ -12,12 +12,12 @@ from collections.abc import Awaitable, Callable
 from controller import logs
 from controller.core.group import Rebalance
 from controller.core.handoff import Plan
-from controller.runtime import faultpoints
+from controller.runtime import faultpoints, heap
 from controller.runtime.config import Config
 from controller.runtime.election import shard_of
-from controller.runtime.kafka_io import AssignmentPublisher
-from controller.runtime.metrics import Metrics
-from controller.runtime.replica_state import ManagedGroup, skew, subscribed
+from controller.runtime.kafka_io import AssignmentPublisher, Encoded, encode_plan
+from controller.runtime.metrics import GroupReading, Metrics
+from controller.runtime.replica_state import ManagedGroup, subscribed
 
 log = logs.get("ballast.controller")
 
@@ -56,51 +56,62 @@ class GroupLoop:
         """One tick; True when it published (another step may now be possible)."""
         started = time.monotonic()
         rebalance, plan = g.state.tick(started)
+        m = self.metrics
+        if rebalance is not None:
+            m.assign_seconds.labels(g.name).observe(rebalance.assign_seconds)
         if plan is not None:
             # Commit first: a member can ack a record the moment it is durable, possibly
             # before this task resumes. Safe because a group's publications are sequential
             # and retried until they land, so no later plan is published before this one.
             self._observe_handoffs(g, plan)
+            committing = time.perf_counter()
             g.state.reconciler.commit(plan)
+            encoding = time.perf_counter()
+            m.reconcile_seconds.labels(g.name).observe(g.state.plan_seconds + encoding - committing)
+            records = encode_plan(
+                g.name,
+                g.epoch,
+                plan.generation,
+                plan.records,
+                g.state.engine.topics_of,
+                issued_at=time.time(),
+                wall_clock=wall_clock,
+            )
+            m.encode_seconds.labels(g.name).observe(time.perf_counter() - encoding)
             g.publishing = True
             try:
-                await self._publish(g, plan)
+                await self._publish(g, plan.generation, records)
             finally:
                 g.publishing = False
-            self.metrics.generation.labels(g.name).set(plan.generation)
+            m.generation.labels(g.name).set(plan.generation)
+            heap.settled(len(plan.records), g.state.engine.member_count())
         for rel in g.state.reconciler.timed_out:
-            self.metrics.handoff_timeouts.labels(g.name).inc()
+            m.handoff_timeouts.labels(g.name).inc()
             log.warning(
                 "handoff_timeout", group=g.name, member=rel.member, generation=rel.generation
             )
         g.state.reconciler.timed_out.clear()
         if rebalance is not None:
             self._record_rebalance(g, rebalance, plan, started)
-        self._update_gauges(g)
         return plan is not None
 
-    async def _publish(self, g: ManagedGroup, plan: Plan) -> None:
+    async def _publish(self, g: ManagedGroup, generation: int, records: list[Encoded]) -> None:
         backoff = 0.1
+        started = time.monotonic()
         while True:
             if not await self._still_leader(shard_of(g.name, self.cfg.ha.shards)):
                 # Deposed (e.g. paused past the session timeout): write nothing; the
                 # revocation that follows stops this group's loop.
                 self.metrics.fenced_publications.labels(g.name).inc()
-                log.warning("publication_fenced", group=g.name, generation=plan.generation)
+                log.warning("publication_fenced", group=g.name, generation=generation)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
             faultpoints.reached("publish.after_confirm")
             try:
-                await self._publisher_for(g.name).publish(
-                    g.name,
-                    g.epoch,
-                    plan.generation,
-                    plan.records,
-                    g.state.engine.members,
-                    wall_clock=wall_clock,
-                )
+                await self._publisher_for(g.name).publish(records)
                 self.metrics.connected.labels("kafka").set(1)
+                self.metrics.publish_seconds.labels(g.name).observe(time.monotonic() - started)
                 return
             except Exception as exc:
                 self.metrics.publish_errors.inc()
@@ -108,7 +119,7 @@ class GroupLoop:
                 log.warning(
                     "publish_failed",
                     group=g.name,
-                    generation=plan.generation,
+                    generation=generation,
                     error=repr(exc),
                     retry_in=backoff,
                 )
@@ -140,8 +151,7 @@ class GroupLoop:
         if r.moved_for_lag:
             m.moved.labels(g.name, "lag").inc(r.moved_for_lag)
         m.rebalance_latency.labels(g.name).observe(done - r.first_event_at)
-        m.compute_seconds.labels(g.name).observe(done - started)
-        member_lag = g.state.engine.member_lag()
+        m.event_to_publish.labels(g.name).observe(done - max(r.due_at, r.first_event_at))
         log.info(
             "rebalance",
             group=g.name,
@@ -151,34 +161,41 @@ class GroupLoop:
             moved_for_lag=r.moved_for_lag,
             changed_members=r.changed_members,
             records=len(plan.records) if plan else 0,
+            assign_ms=round(r.assign_seconds * 1000, 3),
             duration_ms=round((done - started) * 1000, 3),
             latency_ms=round((done - r.first_event_at) * 1000, 3),
-            skew=round(skew(member_lag), 3),
+            skew=round(g.state.engine.lag_skew(), 3),
         )
 
-    def _update_gauges(self, g: ManagedGroup) -> None:
-        m = self.metrics
-        state = g.state
-        engine = state.engine
-        assignment_sizes = {name: len(v) for name, v in state.reconciler.granted.items()}
-        total_parts = sum(engine.partitions_per_topic.get(t, 0) for t in subscribed(engine.members))
-        granted = sum(assignment_sizes.values())
-        m.members.labels(g.name).set(len(state.presence))
-        m.partitions.labels(g.name, "assigned").set(granted)
-        m.partitions.labels(g.name, "revoking").set(state.reconciler.revoking())
-        m.partitions.labels(g.name, "unassigned").set(
-            max(0, total_parts - granted - state.reconciler.revoking())
-        )
-        counts = list(assignment_sizes.values())
-        m.imbalance.labels(g.name).set(max(counts) - min(counts) if counts else 0)
-        member_lag = engine.member_lag()
-        m.lag_total.labels(g.name).set(sum(member_lag.values()))
-        m.lag_max_member.labels(g.name).set(max(member_lag.values(), default=0))
-        m.lag_skew.labels(g.name).set(skew(member_lag))
-        if self.cfg.metrics.per_member:
-            for name in sorted(member_lag)[: self.cfg.metrics.per_member_cap]:
-                m.member_lag.labels(g.name, name).set(member_lag[name])
-                m.member_partitions.labels(g.name, name).set(assignment_sizes.get(name, 0))
+
+def reading(g: ManagedGroup, per_member_cap: int | None) -> GroupReading:
+    """The group's gauges (``GroupGauges``): one pass over its members, at scrape time.
+    ``per_member_cap``: how many members get their own series (None: none)."""
+    state = g.state
+    engine = state.engine
+    sizes = {name: len(v) for name, v in state.reconciler.granted.items()}
+    total = sum(engine.partitions_per_topic.get(t, 0) for t in subscribed(engine.members))
+    granted = sum(sizes.values())
+    revoking = state.reconciler.revoking()
+    member_lag = engine.member_lag()
+    per_member = []
+    if per_member_cap is not None:
+        per_member = [
+            (name, member_lag[name], sizes.get(name, 0))
+            for name in sorted(member_lag)[:per_member_cap]
+        ]
+    return GroupReading(
+        group=g.name,
+        members=len(state.presence),
+        assigned=granted,
+        revoking=revoking,
+        unassigned=max(0, total - granted - revoking),
+        imbalance=max(sizes.values()) - min(sizes.values()) if sizes else 0,
+        lag_total=sum(member_lag.values()),
+        lag_max_member=max(member_lag.values(), default=0),
+        lag_skew=engine.lag_skew(),
+        per_member=per_member,
+    )
 
 
 def wall_clock(mono: float) -> float:

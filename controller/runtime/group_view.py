@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.runtime.replica_state import ManagedGroup, skew
+from controller.runtime.replica_state import ManagedGroup
 
 
 def group_view(g: ManagedGroup) -> dict[str, object]:
@@ -41,6 +41,6 @@ def group_view(g: ManagedGroup) -> dict[str, object]:
             "count_spread": max(counts) - min(counts) if counts else 0,
             "total_lag": sum(member_lag.values()),
             "max_member_lag": max(member_lag.values(), default=0),
-            "lag_skew": skew(member_lag),
+            "lag_skew": engine.lag_skew(),
         },
     }

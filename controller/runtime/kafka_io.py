@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -196,6 +196,10 @@ class AssignmentLog:
             await self._consumer.stop()
 
 
+#: Below Kafka's default ``message.max.bytes`` (1 MiB), which a batch must respect.
+PUBLISH_BATCH_BYTES = 512 * 1024
+
+
 class AssignmentPublisher:
     """Writes assignment records and tombstones; acks=all, idempotent where supported.
 
@@ -213,6 +217,9 @@ class AssignmentPublisher:
             transactional_id=transactional_id,
             request_timeout_ms=int(cfg.kafka.request_timeout * 1000),
             linger_ms=0,
+            # A step's records are handed over in one go: large batches carry them in
+            # one produce request per partition instead of one per 16 KiB.
+            max_batch_size=PUBLISH_BATCH_BYTES,
         )
 
     async def start(self) -> None:
@@ -240,51 +247,57 @@ class AssignmentPublisher:
         """Until every record handed to the producer is acknowledged or failed."""
         await self._producer.flush()
 
-    async def publish(
-        self,
-        group: str,
-        epoch: int,
-        generation: int,
-        records: Iterable[Outgoing],
-        topics_of: Mapping[str, frozenset[str]],
-        *,
-        wall_clock: Callable[[float], float],
-    ) -> None:
-        """``wall_clock`` turns the state clock of ``absent_since`` into Unix time."""
+    async def publish(self, records: Sequence[Encoded]) -> None:
+        """One step's records, handed to the producer together (batched per partition,
+        in order per key) and acknowledged once: one round trip, not one per record."""
+        topic = self._cfg.assignments.name
         scope = self._producer.transaction() if self._transactional else contextlib.nullcontext()
         async with scope:
-            now = time.time()
-            futures = []
-            for rec in records:
-                key = assignment_key(group, rec.member)
-                if rec.partitions is None:
-                    value = None
-                else:
-                    value = Assignment(
-                        group=group,
-                        member=rec.member,
-                        generation=generation,
-                        controller_epoch=epoch,
-                        partitions=[(tp.topic, tp.partition) for tp in sorted(rec.partitions)],
-                        revoking=[(tp.topic, tp.partition) for tp in sorted(rec.revoking)],
-                        topics=sorted(topics_of.get(rec.member, ())),
-                        issued_at=now,
-                        absent_since=(
-                            None if rec.absent_since is None else wall_clock(rec.absent_since)
-                        ),
-                        instance=rec.instance,
-                    ).encode()
-                # Headers date tombstones too (their value must stay null for compaction).
-                headers = [
-                    (GENERATION_HEADER, str(generation).encode()),
-                    (EPOCH_HEADER, str(epoch).encode()),
-                ]
-                futures.append(
-                    await self._producer.send(
-                        self._cfg.assignments.name, value=value, key=key, headers=headers
-                    )
-                )
+            futures = [
+                await self._producer.send(topic, value=r.value, key=r.key, headers=r.headers)
+                for r in records
+            ]
             await asyncio.gather(*futures)
+
+
+class Encoded(NamedTuple):
+    key: bytes
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+
+
+def encode_plan(
+    group: str,
+    epoch: int,
+    generation: int,
+    records: Iterable[Outgoing],
+    topics_of: Callable[[str], frozenset[str] | None],
+    *,
+    issued_at: float,
+    wall_clock: Callable[[float], float],
+) -> list[Encoded]:
+    """A plan's records as they go on the assignments topic. ``wall_clock`` turns the
+    state clock of ``absent_since`` into Unix time."""
+    # Headers date tombstones too (their value must stay null for compaction).
+    headers = [(GENERATION_HEADER, str(generation).encode()), (EPOCH_HEADER, str(epoch).encode())]
+    out = []
+    for rec in records:
+        value = None
+        if rec.partitions is not None:
+            value = Assignment(
+                group=group,
+                member=rec.member,
+                generation=generation,
+                controller_epoch=epoch,
+                partitions=[(tp.topic, tp.partition) for tp in sorted(rec.partitions)],
+                revoking=[(tp.topic, tp.partition) for tp in sorted(rec.revoking)],
+                topics=sorted(topics_of(rec.member) or ()),
+                issued_at=issued_at,
+                absent_since=None if rec.absent_since is None else wall_clock(rec.absent_since),
+                instance=rec.instance,
+            ).encode()
+        out.append(Encoded(assignment_key(group, rec.member), value, headers))
+    return out
 
 
 class OffsetReader:

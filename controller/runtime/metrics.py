@@ -8,11 +8,104 @@ the input sources and the connection names. Per-member series exist only when
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
-_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+def _geometric(low: float, high: float, factor: float) -> tuple[float, ...]:
+    out = [low]
+    while out[-1] < high:
+        out.append(float(f"{out[-1] * factor:.4g}"))
+    return tuple(out)
+
+
+#: 0.5 ms to 60 s, each bound 25 % above the last: a quantile read from these (with
+#: ``histogram_quantile``'s interpolation) is within 25 % of the true value.
+DURATION_BUCKETS = _geometric(0.0005, 60.0, 1.249)
 _HANDOFF_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+class GroupReading(NamedTuple):
+    """A led group's gauges, computed when scraped (bounded: one pass over its members)."""
+
+    group: str
+    members: int
+    assigned: int
+    revoking: int
+    unassigned: int
+    imbalance: int
+    lag_total: int
+    lag_max_member: int
+    lag_skew: float
+    #: (member, lag, partitions) for the capped per-member series; empty when off.
+    per_member: list[tuple[str, int, int]]
+
+
+class GroupGauges(Collector):
+    """Group gauges computed at scrape time from ``source`` (the led groups), so that no
+    tick walks all members to keep them current, and a departed member's series goes."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Iterable[GroupReading]] = lambda: ()
+
+    def collect(self) -> Iterator[Metric]:
+        members = GaugeMetricFamily(
+            "ballast_group_members", "Live members per group.", labels=["group"]
+        )
+        partitions = GaugeMetricFamily(
+            "ballast_group_partitions",
+            "Partitions per group by state: assigned (granted), unassigned, revoking.",
+            labels=["group", "state"],
+        )
+        imbalance = GaugeMetricFamily(
+            "ballast_group_partition_imbalance",
+            "Max minus min partitions per member.",
+            labels=["group"],
+        )
+        lag_total = GaugeMetricFamily(
+            "ballast_group_lag_messages", "Total lag of a group.", labels=["group"]
+        )
+        lag_max = GaugeMetricFamily(
+            "ballast_group_max_member_lag_messages",
+            "Largest lag held by one member.",
+            labels=["group"],
+        )
+        skew = GaugeMetricFamily(
+            "ballast_group_lag_skew_ratio",
+            "Largest member lag / mean member lag (1 is perfectly even).",
+            labels=["group"],
+        )
+        member_lag = GaugeMetricFamily(
+            "ballast_member_lag_messages",
+            "Lag held by a member (opt-in, capped per group).",
+            labels=["group", "member"],
+        )
+        member_partitions = GaugeMetricFamily(
+            "ballast_member_partitions",
+            "Partitions granted to a member (opt-in, capped per group).",
+            labels=["group", "member"],
+        )
+        for r in self.source():
+            members.add_metric([r.group], r.members)
+            partitions.add_metric([r.group, "assigned"], r.assigned)
+            partitions.add_metric([r.group, "revoking"], r.revoking)
+            partitions.add_metric([r.group, "unassigned"], r.unassigned)
+            imbalance.add_metric([r.group], r.imbalance)
+            lag_total.add_metric([r.group], r.lag_total)
+            lag_max.add_metric([r.group], r.lag_max_member)
+            skew.add_metric([r.group], r.lag_skew)
+            for member, lag, count in r.per_member:
+                member_lag.add_metric([r.group, member], lag)
+                member_partitions.add_metric([r.group, member], count)
+        yield from (members, partitions, imbalance, lag_total, lag_max, skew)
+        yield from (member_lag, member_partitions)
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
 
 
 class Metrics:
@@ -24,15 +117,6 @@ class Metrics:
             "ballast_asyncio_tasks", "Asyncio tasks alive in the daemon (leak check).", registry=r
         )
         self.tasks.set_function(_task_count)
-        self.members = Gauge(
-            "ballast_group_members", "Live members per group.", ["group"], registry=r
-        )
-        self.partitions = Gauge(
-            "ballast_group_partitions",
-            "Partitions per group by state: assigned (granted), unassigned, revoking.",
-            ["group", "state"],
-            registry=r,
-        )
         self.rebalances = Counter(
             "ballast_rebalances_total",
             "Rebalances by triggering reason.",
@@ -45,19 +129,56 @@ class Metrics:
             ["group", "reason"],
             registry=r,
         )
+        self.group_gauges = GroupGauges()
+        r.register(self.group_gauges)
         self.rebalance_latency = Histogram(
             "ballast_rebalance_latency_seconds",
-            "From the first event a rebalance absorbed to its records being published "
-            "(includes rebalance_delay).",
+            "From the first event a rebalance absorbed to its records acknowledged by the "
+            "broker (includes the rebalance delay it waited).",
             ["group"],
-            buckets=_LATENCY_BUCKETS,
+            buckets=DURATION_BUCKETS,
             registry=r,
         )
-        self.compute_seconds = Histogram(
-            "ballast_rebalance_compute_seconds",
-            "Time to compute and publish one rebalance, excluding the coalescing delay.",
+        self.event_to_publish = Histogram(
+            "ballast_event_to_publish_seconds",
+            "From a rebalance being due (its first event plus the delay it waited) to its "
+            "records acknowledged by the broker.",
             ["group"],
-            buckets=_LATENCY_BUCKETS,
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.rebalance_delay = Gauge(
+            "ballast_rebalance_delay_seconds",
+            "Configured coalescing delay before a membership rebalance (rebalance.delay).",
+            registry=r,
+        )
+        self.assign_seconds = Histogram(
+            "ballast_assignment_duration_seconds",
+            "Time the incremental assignor took for one rebalance.",
+            ["group"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.reconcile_seconds = Histogram(
+            "ballast_reconcile_duration_seconds",
+            "Time the handoff reconciler took to plan and commit one publication.",
+            ["group"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.encode_seconds = Histogram(
+            "ballast_encode_duration_seconds",
+            "Time to encode one publication's records.",
+            ["group"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.publish_seconds = Histogram(
+            "ballast_publish_duration_seconds",
+            "From handing a publication's records to the producer to the broker "
+            "acknowledging all of them (retries included).",
+            ["group"],
+            buckets=DURATION_BUCKETS,
             registry=r,
         )
         self.handoff = Histogram(
@@ -70,27 +191,6 @@ class Metrics:
         self.handoff_timeouts = Counter(
             "ballast_handoff_timeouts_total",
             "Revokes never acknowledged within handoff_timeout (owner declared dead).",
-            ["group"],
-            registry=r,
-        )
-        self.lag_total = Gauge(
-            "ballast_group_lag_messages", "Total lag of a group.", ["group"], registry=r
-        )
-        self.lag_max_member = Gauge(
-            "ballast_group_max_member_lag_messages",
-            "Largest lag held by one member.",
-            ["group"],
-            registry=r,
-        )
-        self.lag_skew = Gauge(
-            "ballast_group_lag_skew_ratio",
-            "Largest member lag / mean member lag (1 is perfectly even).",
-            ["group"],
-            registry=r,
-        )
-        self.imbalance = Gauge(
-            "ballast_group_partition_imbalance",
-            "Max minus min partitions per member.",
             ["group"],
             registry=r,
         )
@@ -154,18 +254,6 @@ class Metrics:
         self.publish_errors = Counter(
             "ballast_publish_errors_total",
             "Failed attempts to publish assignment records.",
-            registry=r,
-        )
-        self.member_lag = Gauge(
-            "ballast_member_lag_messages",
-            "Lag held by a member (opt-in, capped per group).",
-            ["group", "member"],
-            registry=r,
-        )
-        self.member_partitions = Gauge(
-            "ballast_member_partitions",
-            "Partitions granted to a member (opt-in, capped per group).",
-            ["group", "member"],
             registry=r,
         )
 

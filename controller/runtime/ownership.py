@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 from controller import logs
 from controller.core.group import GroupState, Recovered, RejectedError
-from controller.runtime import faultpoints
+from controller.runtime import faultpoints, heap
 from controller.runtime.config import Config
 from controller.runtime.election import ShardElection, shard_of
 from controller.runtime.group_loop import GroupLoop
@@ -203,9 +203,7 @@ class Ownership:
         topics = {t for ts in recovered.topics.values() for t in ts}
         counts = await self._state.readers[name].partition_counts(topics)
         now = time.monotonic()
-        state = GroupState(
-            name, self.cfg.rebalance.tuning(self.cfg.lag.smoothing), counts, recovered, now
-        )
+        state = GroupState(name, self.cfg.rebalance.tuning(self.cfg.lag), counts, recovered, now)
         for p in self._state.heard.get(name, {}).values():
             with contextlib.suppress(RejectedError):
                 state.on_presence(p, now)
@@ -216,6 +214,7 @@ class Ownership:
                 self._expect(name, member)
         if self._recorder is not None:
             self._recorder.attach(state)
+        heap.built()
         managed = ManagedGroup(name, state, epoch)
         managed.wake.set()
         return managed

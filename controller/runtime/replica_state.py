@@ -42,10 +42,3 @@ class ReplicaState:
 
 def subscribed(members: dict[str, frozenset[str]]) -> set[str]:
     return {t for topics in members.values() for t in topics}
-
-
-def skew(member_lag: dict[str, int]) -> float:
-    if not member_lag:
-        return 1.0
-    mean = sum(member_lag.values()) / len(member_lag)
-    return max(member_lag.values()) / mean if mean > 0 else 1.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -156,3 +157,13 @@ def test_lag_spike_is_rebalanced_with_count_balance_kept() -> None:
     assert lags["a"] == lags["b"] == 100_000
     assert change.moved == change.moved_for_lag == 2
     assert [len(v) for v in eng.assignment().values()] == [4, 4]
+
+
+def test_lag_skew_is_the_peak_member_lag_over_the_mean() -> None:
+    ppt = {"t": 6}
+    eng = IncrementalAssignor(ppt)
+    eng.apply([MemberJoined("a", frozenset({"t"})), MemberJoined("b", frozenset({"t"}))])
+    assert eng.lag_skew() == 1.0  # no lag yet
+    eng.apply([LagUpdated({TopicPartition("t", p): 100 * (p + 1) for p in range(6)})])
+    lag = eng.member_lag()
+    assert eng.lag_skew() == pytest.approx(max(lag.values()) / (sum(lag.values()) / 2))

@@ -74,6 +74,7 @@ def test_the_controller_records_what_its_assignor_sees(tmp_path: Path) -> None:
     state.on_presence(Presence(group="g", member="a", topics=["x"]), 0.0)
     state.on_presence(Presence(group="g", member="b", topics=["x"]), 0.1)
     state.on_lag({TopicPartition("x", 0): 700}, 0.2)
+    state.tick(0.2)  # the assignor sees readings when a tick absorbs them
     state.on_gone("a", 0.3)
     recorder.close()
     events = list(read_jsonl(path))

@@ -355,8 +355,87 @@ def test_lag_smoothing_damps_a_single_spike() -> None:
     group = GroupState("g", GroupTuning(lag_smoothing=0.3), {"orders": 2})
     tp = TopicPartition("orders", 0)
     group.on_lag({tp: 1000}, 0.0)
+    group.tick(0.0)
     group.on_lag({tp: 11000}, 1.0)
+    group.tick(1.0)
     assert group.lag[tp] == pytest.approx(0.3 * 11000 + 0.7 * 1000)
+
+
+def test_a_poll_of_every_partition_is_absorbed_a_batch_a_tick_in_order() -> None:
+    """Readings queue and each tick hands the engine at most ``lag_batch`` of them, so a
+    poll of 100 000 partitions never stalls one tick; the result is as if applied at once."""
+    ppt = {"orders": 10}
+    tps = [TopicPartition("orders", p) for p in range(10)]
+    group = GroupState("g", GroupTuning(lag_smoothing=0.5, lag_batch=4), ppt)
+    group.on_presence(Presence(group="g", member="a", topics=["orders"]), 0.0)
+    group.tick(1.0)
+    group.on_lag({tp: 100 for tp in tps}, 2.0)
+    group.forget_lag([tps[0]], 2.0)
+    group.on_lag({tps[1]: 300}, 2.0)  # a later reading of a queued partition
+    assert group.next_wakeup() == 2.0  # due at once
+    absorbed = []
+    for step in range(4):
+        group.tick(2.0 + step)
+        absorbed.append(len(group.lag))
+    assert absorbed == [4, 8, 9, 9]  # 4 a tick; the forget then the later reading land last
+    assert group.next_wakeup() is None
+    assert tps[0] not in group.lag
+    assert group.lag[tps[1]] == 200
+    assert {tp: v for tp, v in group.engine.lag().items() if v} == {
+        tp: round(v) for tp, v in group.lag.items()
+    }
+
+
+def test_queued_readings_stay_bounded_while_paused() -> None:
+    """Only the latest reading of a partition matters: a paused group (or one whose ticks
+    fall behind) keeps at most about two polls' worth queued, never an unbounded backlog."""
+    tps = [TopicPartition("orders", p) for p in range(50)]
+    group = GroupState("g", GroupTuning(lag_smoothing=1.0, lag_batch=10), {"orders": 50})
+    group.paused = True
+    for poll in range(100):
+        group.on_lag({tp: poll for tp in tps}, float(poll))
+    assert group._lag_queued <= 2 * 50 + 10
+    group.paused = False
+    while group.next_wakeup() is not None:
+        group.tick(200.0)
+    assert set(group.lag.values()) == {99.0}
+
+
+def test_no_observation_or_tick_walks_all_partitions_or_members(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Cost follows the change: a presence message, an ack or a tick never copies the
+    owner map (all partitions) nor builds the member table (all members)."""
+    sim = settled(11, "a", "b", "c")
+
+    class Unwalkable(dict[TopicPartition, str]):
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            raise AssertionError("walked every partition")
+
+        def keys(self):  # type: ignore[no-untyped-def]
+            raise AssertionError("walked every partition")
+
+        def items(self):  # type: ignore[no-untyped-def]
+            raise AssertionError("walked every partition")
+
+        def copy(self):  # type: ignore[no-untyped-def]
+            raise AssertionError("copied every partition")
+
+    r = sim.group.reconciler
+    r.owner = Unwalkable(r.owner)
+    monkeypatch.setattr(
+        type(sim.group.engine),
+        "members",
+        property(lambda _: pytest.fail("built the member table")),
+    )
+    generation = sim.group.reconciler.generation
+    sim.join("d", ["orders"])
+    sim.leave("a")
+    sim.crash("b")
+    sim.settle(TUNING.rebalance_delay + TUNING.leave_grace + TUNING.handoff_timeout + 4)
+    assert sim.group.reconciler.generation > generation
+    assert sorted(sim.group.reconciler.granted) == ["c", "d"]
+    assert set(sim.owners()) == all_partitions({"orders"})
 
 
 def test_recovered_in_flight_handoff_waits_for_the_old_owner() -> None:

@@ -1,0 +1,331 @@
+"""The controller's logic at fleet scale, in process: every tick costs what changed.
+
+Drives ``GroupState`` (membership, coalescing, lag smoothing, the incremental engine and
+the handoff reconciler) with a simulated clock and a simulated fleet, no brokers, so the
+figures are the controller's own CPU work and nothing else:
+
+1. cold start: every member announces itself at t = 0; the fleet acks each record after
+   50-500 ms; until every partition is granted and every grant acknowledged;
+2. churn: ``--events`` membership events (joins of new members, clean leaves, crashes that
+   wait out leave grace and handoff timeout), one every ``--spacing`` seconds, while every
+   partition's lag is read every ``--lag-interval`` seconds (like ``lag.source: poll``).
+
+A *tick* is one wake of the group's loop: the observations handled since the previous
+wake (presence, acks, lag readings) plus ``tick()`` and ``commit()`` of its plan. The
+records' encoding is timed apart (``encode_*``), as the daemon's histograms do.
+
+    python benchmarks/controller_scale.py --members 1000 --partitions 100000 --events 200 --json
+    python benchmarks/controller_scale.py --members 10000 --partitions 1000000 --events 100 --json
+
+Targets (issue 16): 1 000 x 100 000 tick p99 <= 5 ms, max <= 20 ms; 10 000 x 1 000 000
+tick p99 <= 50 ms, peak RSS <= 2 GiB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import itertools
+import json
+import random
+import resource
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from assignors import TopicPartition
+from controller.core.group import GroupState, GroupTuning
+from controller.core.handoff import Outgoing, Plan
+from controller.runtime import heap
+from controller.runtime.kafka_io import encode_plan
+from controller.wire.records import Presence
+
+GROUP = "fleet"
+TUNING = GroupTuning(rebalance_delay=1.0, leave_grace=10.0, handoff_timeout=15.0)
+GRANT_BATCH = 0.02  # rebalance.grant_batch: the loop's pause before a step
+
+
+@dataclass
+class Member:
+    name: str
+    topics: list[str]
+    instance: str
+    generation: int = -1
+    applied: frozenset[TopicPartition] = frozenset()
+    alive: bool = True
+
+
+@dataclass(frozen=True)
+class Ack:
+    member: Member
+    generation: int
+    record: Outgoing
+
+
+@dataclass(frozen=True)
+class Join:
+    member: Member | None  # None: a new member
+
+
+@dataclass(frozen=True)
+class Leave:
+    member: Member
+    crash: bool
+
+
+@dataclass(frozen=True)
+class Readings:
+    indexes: list[int]
+
+
+Happening = Ack | Join | Leave | Readings
+
+
+@dataclass(order=True)
+class _At:
+    time: float
+    seq: int
+    what: Happening = field(compare=False)
+
+
+@dataclass
+class Timings:
+    ticks: list[float] = field(default_factory=list)
+    encode: list[float] = field(default_factory=list)
+    lag_readings: int = 0
+    records: int = 0
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.rng = random.Random(args.seed)
+        self.args = args
+        per_topic, extra = divmod(args.partitions, args.topics)
+        self.ppt = {f"t{i:03d}": per_topic + (i < extra) for i in range(args.topics)}
+        self.tps = [TopicPartition(t, p) for t, n in self.ppt.items() for p in range(n)]
+        self.state = GroupState(GROUP, TUNING, self.ppt)
+        self.fleet: dict[str, Member] = {}
+        self.queue: list[_At] = []
+        self.seq = itertools.count()
+        self.now = 0.0
+        self.pending_cost = 0.0  # observation work since the last tick
+        self.tick_at: float | None = None
+        self.t = Timings()
+        self.lag_base = [self.rng.randrange(0, 5000) for _ in self.tps]
+        self.names = itertools.count()
+
+    # ------------------------------------------------------------------ the fleet
+
+    def at(self, when: float, what: Happening) -> None:
+        heapq.heappush(self.queue, _At(when, next(self.seq), what))
+
+    def new_member(self) -> Member:
+        i = next(self.names)
+        m = Member(f"m{i:06d}", sorted(self.ppt), f"i{i}")
+        self.fleet[m.name] = m
+        return m
+
+    def presence(self, m: Member, state: str = "active") -> Presence:
+        return Presence(
+            group=GROUP,
+            member=m.name,
+            topics=m.topics,
+            instance=m.instance,
+            generation=m.generation,
+            partitions=sorted(m.applied),
+            state=state,  # type: ignore[arg-type]
+        )
+
+    def observe(self, fn: Callable[[], None]) -> None:
+        """Time one observation (decoding is the wire's, done before: not counted)."""
+        start = time.perf_counter()
+        fn()
+        self.pending_cost += time.perf_counter() - start
+        if self.tick_at is None:
+            self.tick_at = self.now + GRANT_BATCH
+
+    def deliver(self, plan: Plan) -> None:
+        start = time.perf_counter()
+        encode_plan(
+            GROUP,
+            1,
+            plan.generation,
+            plan.records,
+            self.state.engine.topics_of,
+            issued_at=1.0,
+            wall_clock=float,
+        )
+        self.t.encode.append(time.perf_counter() - start)
+        self.t.records += len(plan.records)
+        for rec in plan.records:
+            m = self.fleet.get(rec.member)
+            if m is not None and m.alive:
+                self.at(self.now + self.rng.uniform(0.05, 0.5), Ack(m, plan.generation, rec))
+
+    # ------------------------------------------------------------------ the loop
+
+    def run_until(self, end: float, done: Callable[[], bool] | None = None) -> None:
+        while True:
+            wake = self.state.next_wakeup()
+            candidates = [x for x in (wake, self.tick_at) if x is not None]
+            if self.queue:
+                candidates.append(self.queue[0].time)
+            if not candidates:
+                return
+            self.now = max(self.now, min(candidates))
+            if self.now > end:
+                return
+            if self.queue and self.queue[0].time <= self.now:
+                self.handle(heapq.heappop(self.queue).what)
+                continue
+            self.tick()
+            if done is not None and done():
+                return
+
+    def tick(self) -> None:
+        """As ``GroupLoop.step``: tick, commit, then the heap policy; encoding apart."""
+        self.tick_at = None
+        start = time.perf_counter()
+        _, plan = self.state.tick(self.now)
+        if plan is not None:
+            self.state.reconciler.commit(plan)
+            heap.settled(len(plan.records), self.state.engine.member_count())
+        self.t.ticks.append(self.pending_cost + time.perf_counter() - start)
+        self.pending_cost = 0.0
+        if plan is not None:
+            self.deliver(plan)
+            self.tick_at = self.now + GRANT_BATCH  # the loop steps again after publishing
+
+    def handle(self, what: Happening) -> None:
+        state, now = self.state, self.now
+        if isinstance(what, Ack):
+            m = what.member
+            if not m.alive or self.fleet.get(m.name) is not m or what.generation <= m.generation:
+                return  # gone, or a newer record overtook this one (applied in order)
+            issued_to_me = what.record.instance in (None, m.instance)
+            m.applied = (what.record.partitions or frozenset()) if issued_to_me else frozenset()
+            m.generation = what.generation
+            p = self.presence(m)
+            self.observe(lambda: state.on_presence(p, now))
+        elif isinstance(what, Join):
+            m = what.member or self.new_member()
+            p = self.presence(m)
+            self.observe(lambda: state.on_presence(p, now))
+        elif isinstance(what, Leave):
+            m = what.member
+            m.alive = False
+            del self.fleet[m.name]
+            if what.crash:
+                self.observe(lambda: state.on_gone(m.name, now))
+            else:
+                p = self.presence(m, "leaving")
+                self.observe(lambda: state.on_presence(p, now))
+        else:
+            lag = self.lag_base
+            tps = self.tps
+            rand = self.rng.randrange
+            readings = {tps[i]: lag[i] + rand(0, 500) for i in what.indexes}
+            self.t.lag_readings += len(readings)
+            self.observe(lambda: state.on_lag(readings, now))
+
+    # ------------------------------------------------------------------ phases
+
+    def complete(self) -> bool:
+        r = self.state.reconciler
+        return (
+            len(r.owner) == len(self.tps)
+            and not r.releasing
+            and all(r.acked.get(m, -1) >= 0 for m in r.granted)
+            and all(m.applied == r.granted.get(name) for name, m in self.fleet.items())
+        )
+
+    def cold_start(self) -> dict[str, float]:
+        for _ in range(self.args.members):
+            self.at(0.0, Join(self.new_member()))
+        wall = time.perf_counter()
+        self.run_until(float("inf"), self.complete)
+        took = time.perf_counter() - wall
+        ticks, self.t.ticks = self.t.ticks, []
+        self.t.encode = []
+        return {
+            "cold_start_sim_s": round(self.now, 3),
+            "cold_start_cpu_s": round(took, 3),
+            "cold_start_ticks": len(ticks),
+            "cold_start_max_tick_ms": round(max(ticks) * 1000, 3),
+        }
+
+    def churn(self) -> None:
+        start = self.now
+        spacing = self.args.spacing
+        end = start + self.args.events * spacing + TUNING.leave_grace + TUNING.handoff_timeout
+        chunks = max(1, self.args.lag_chunks)
+        order = list(range(len(self.tps)))
+        for k in range(int((end - start) / self.args.lag_interval) + 1):
+            base = start + k * self.args.lag_interval
+            for c in range(chunks):
+                when = base + c * self.args.lag_interval / chunks
+                self.at(when, Readings(order[c::chunks]))
+        leavers = sorted(self.fleet.values(), key=lambda m: m.name)  # each leaves once
+        for i in range(self.args.events):
+            when = start + (i + 1) * spacing
+            kind = self.rng.choice(("join", "leave", "crash"))
+            if kind == "join" or len(leavers) < 2:
+                self.at(when, Join(None))
+            else:
+                victim = leavers.pop(self.rng.randrange(len(leavers)))
+                self.at(when, Leave(victim, crash=kind == "crash"))
+        self.run_until(end)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--members", type=int, default=1000)
+    p.add_argument("--partitions", type=int, default=100_000)
+    p.add_argument("--topics", type=int, default=10)
+    p.add_argument("--events", type=int, default=200, help="membership events in the churn")
+    p.add_argument("--spacing", type=float, default=0.5, help="seconds between events")
+    p.add_argument("--lag-interval", type=float, default=5.0, help="every partition, every …")
+    p.add_argument(
+        "--lag-chunks", type=int, default=1, help="readings of one interval arrive in N batches"
+    )
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--json", action="store_true", help="one JSON line")
+    args = p.parse_args()
+    heap.configure()  # as ``ballast run`` does
+    bench = Bench(args)
+    out: dict[str, object] = {"members": args.members, "partitions": args.partitions}
+    out.update(bench.cold_start())
+    bench.churn()
+    t = bench.t
+    out.update(
+        {
+            "events": args.events,
+            "ticks": len(t.ticks),
+            "tick_p50_ms": round(pct(t.ticks, 0.5) * 1000, 3),
+            "tick_p99_ms": round(pct(t.ticks, 0.99) * 1000, 3),
+            "tick_max_ms": round(max(t.ticks, default=0.0) * 1000, 3),
+            "encode_p99_ms": round(pct(t.encode, 0.99) * 1000, 3),
+            "encode_max_ms": round(max(t.encode, default=0.0) * 1000, 3),
+            "records": t.records,
+            "lag_readings": t.lag_readings,
+            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        }
+    )
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for k, v in out.items():
+            print(f"{k:>24}  {v}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

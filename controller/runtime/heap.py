@@ -1,0 +1,44 @@
+"""Keep Python's cyclic garbage collector off the hot path.
+
+A group's state holds one partition object per partition, mostly in acyclic containers
+that reference counting frees. Left in the collector's generations, that state is walked
+by every full collection: at 1 000 members x 100 000 partitions such a collection costs
+about 100 ms, in the middle of a tick (``benchmarks/controller_scale.py``). After a step
+that built much state (a group rebuilt, or a publication of many records), the state is
+moved to the permanent generation with ``gc.freeze()``: it is still freed by reference
+counting when replaced, and full collections then walk only what is new.
+"""
+
+from __future__ import annotations
+
+import gc
+
+#: Young collections every 10 000 allocations (not 700), full ones after 20 x 100 of
+#: them: the churn of a busy group (partition objects of readings and records) then
+#: rarely promotes into a full collection. Measured in docs/operations.md.
+THRESHOLDS = (10_000, 20, 100)
+
+#: Below this many records a publication is never a mass change.
+FREEZE_MIN_RECORDS = 100
+
+
+def configure() -> None:
+    """Once, when the daemon starts."""
+    gc.set_threshold(*THRESHOLDS)
+
+
+def settled(records: int, members: int) -> bool:
+    """Call after a step that published ``records`` records to a group of ``members``;
+    freezes after a mass change (at least half the group rewritten, as in a cold start).
+    True when it froze."""
+    if records < max(FREEZE_MIN_RECORDS, members // 2):
+        return False
+    built()
+    return True
+
+
+def built() -> None:
+    """Call after a group's state was built from scratch (takeover, recovery). Young
+    cyclic garbage is collected first, so none of it is frozen for good."""
+    gc.collect(1)
+    gc.freeze()
