@@ -332,6 +332,13 @@ class IncrementalAssignor:
         m = self._members.get(member)
         return None if m is None else m.topics
 
+    def intern_partitions(self) -> None:
+        """Hand out one shared ``TopicPartition`` per partition in every later result
+        (``Change``, ``assignment``, ``partitions_of``, ``lag``): for a long-lived caller
+        that keeps every partition anyway, like the controller. Costs one pointer per
+        partition; without it, every change allocates its members' partitions anew."""
+        self._ids.intern()
+
     def member_count(self) -> int:
         return len(self._members)
 

@@ -43,7 +43,7 @@ class TopicIds:
     order and sorted pid lists convert to sorted partition lists without a sort.
     """
 
-    __slots__ = ("base", "in_order", "index", "names")
+    __slots__ = ("base", "in_order", "index", "interned", "names")
 
     def __init__(self, names: Iterable[str] = ()) -> None:
         self.names: list[str] = []
@@ -51,6 +51,8 @@ class TopicIds:
         #: name -> ``id << 32``, the pid of the topic's partition 0.
         self.base: dict[str, int] = {}
         self.in_order = True
+        #: topic id -> its partitions as shared objects, once ``intern()`` was called.
+        self.interned: list[list[TopicPartition]] | None = None
         for name in names:
             self.add(name)
 
@@ -69,7 +71,16 @@ class TopicIds:
             self.names.append(name)
             self.index[name] = t
             self.base[name] = t << PART_BITS
+            if self.interned is not None:
+                self.interned.append([])
         return t
+
+    def intern(self) -> None:
+        """From now on ``tps`` hands out one shared object per partition, for a caller
+        that keeps them all anyway (the controller): no new partition objects per change,
+        for the allocator and the cyclic collector to deal with."""
+        if self.interned is None:
+            self.interned = [[] for _ in self.names]
 
     def span(self, topic: str, stop: int, start: int = 0) -> range:
         """The pids of partitions ``start .. stop-1`` of a known topic."""
@@ -85,7 +96,22 @@ class TopicIds:
     def tps(self, pids: Iterable[int]) -> list[TopicPartition]:
         """Ascending pids -> sorted partitions."""
         names = self.names
-        out = [_new_tuple(TopicPartition, (names[p >> PART_BITS], p & PART_MASK)) for p in pids]
+        interned = self.interned
+        if interned is not None:
+            pids = pids if isinstance(pids, list) else list(pids)
+            try:
+                out = [interned[p >> PART_BITS][p & PART_MASK] for p in pids]
+            except IndexError:
+                for p in pids:
+                    known = interned[p >> PART_BITS]
+                    name = names[p >> PART_BITS]
+                    known.extend(
+                        _new_tuple(TopicPartition, (name, q))
+                        for q in range(len(known), (p & PART_MASK) + 1)
+                    )
+                out = [interned[p >> PART_BITS][p & PART_MASK] for p in pids]
+        else:
+            out = [_new_tuple(TopicPartition, (names[p >> PART_BITS], p & PART_MASK)) for p in pids]
         if not self.in_order:
             out.sort()
         return out

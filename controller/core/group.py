@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, islice
+from typing import NamedTuple
 
 from assignors import (
     Event,
@@ -35,6 +36,11 @@ REASONS = ("join", "leave", "subscription", "lag", "partitions", "drain", "force
 @dataclass(frozen=True, slots=True)
 class GroupTuning:
     rebalance_delay: float = 1.0
+    #: An empty group's first rebalance waits until no member joined for
+    #: ``rebalance_delay``, but at most this long after the first join (Kafka's
+    #: ``group.initial.rebalance.delay.ms``): a fleet starting up gets one placement,
+    #: not a placement and then handoffs to everyone who joined a moment later.
+    initial_delay: float = 0.0
     leave_grace: float = 10.0
     handoff_timeout: float = 15.0
     #: Weight of a new lag reading in the exponential moving average (1.0: no smoothing).
@@ -59,6 +65,14 @@ class Rebalance:
     due_at: float
     #: Time the engine took (``IncrementalAssignor.apply``).
     assign_seconds: float
+
+
+class _Readings(NamedTuple):
+    """Queued lag readings (None: forget the partition): an iterator over a private copy,
+    and how many it has left."""
+
+    items: Iterator[tuple[TopicPartition, int | None]]
+    left: int
 
 
 class RejectedError(ValueError):
@@ -157,6 +171,7 @@ class GroupState:
         self.engine, start = IncrementalAssignor.from_snapshot(
             partitions_per_topic, topics, current=granted, policy=tuning.policy
         )
+        self.engine.intern_partitions()
         self.reconciler = Reconciler(
             handoff_timeout=tuning.handoff_timeout,
             generation=recovered.generation if recovered else 0,
@@ -189,9 +204,8 @@ class GroupState:
             if m not in recorded_absence:
                 self._absent(m, since, now)
         self.lag: dict[TopicPartition, float] = {}
-        #: Readings (None: forget the partition) not yet absorbed, oldest first, in
-        #: chunks of at most ``lag_batch``; ``_lag_since``: when the oldest arrived.
-        self._lag_inbox: deque[list[tuple[TopicPartition, int | None]]] = deque()
+        #: Readings not yet absorbed, oldest first; ``_lag_since``: when the oldest arrived.
+        self._lag_inbox: deque[_Readings] = deque()
         self._lag_queued = 0
         self._lag_since: float | None = None
         self._pending: list[Event] = []
@@ -293,27 +307,28 @@ class GroupState:
 
     def on_lag(self, readings: Mapping[TopicPartition, int], now: float) -> None:
         """New lag readings, absorbed by the next ticks (``lag_batch`` a tick)."""
-        self._queue_lag(list(readings.items()), now)
+        self._queue_lag(dict(readings), now)
 
     def forget_lag(self, partitions: Iterable[TopicPartition], now: float) -> None:
         """A partition that stopped reporting weighs 0 again, like one never reported."""
-        self._queue_lag([(tp, None) for tp in partitions], now)
+        self._queue_lag({tp: None for tp in partitions}, now)
 
-    def _queue_lag(self, items: list[tuple[TopicPartition, int | None]], now: float) -> None:
-        if not items:
+    def _queue_lag(self, readings: dict[TopicPartition, int | None], now: float) -> None:
+        """Queue a private copy: O(1) a reading at C speed, nothing smoothed yet."""
+        if not readings:
             return
-        batch = self.tuning.lag_batch
         inbox = self._lag_inbox
-        inbox.extend(items[i : i + batch] for i in range(0, len(items), batch))
-        self._lag_queued += len(items)
+        inbox.append(_Readings(iter(readings.items()), len(readings)))
+        self._lag_queued += len(readings)
         if self._lag_since is None:
             self._lag_since = now
-        if self._lag_queued > 2 * sum(self.engine.partitions_per_topic.values()) + batch:
+        limit = 2 * sum(self.engine.partitions_per_topic.values()) + self.tuning.lag_batch
+        if self._lag_queued > limit:
             # Readings come faster than ticks absorb them (or the group is paused): only
             # the latest of each partition matters. Amortized O(1) a reading.
-            latest = list(dict(chain.from_iterable(inbox)).items())
+            latest = dict(chain.from_iterable(r.items for r in inbox))
             inbox.clear()
-            inbox.extend(latest[i : i + batch] for i in range(0, len(latest), batch))
+            inbox.append(_Readings(iter(latest.items()), len(latest)))
             self._lag_queued = len(latest)
 
     def _absorb_lag(self) -> None:
@@ -328,13 +343,15 @@ class GroupState:
         lag = self.lag
         update: dict[TopicPartition, int] = {}
         while inbox and budget > 0:
-            chunk = inbox.popleft()
-            if len(chunk) > budget:
-                inbox.appendleft(chunk[budget:])
-                chunk = chunk[:budget]
-            budget -= len(chunk)
-            self._lag_queued -= len(chunk)
-            for tp, value in chunk:
+            first = inbox[0]
+            take = min(budget, first.left)
+            if take == first.left:
+                inbox.popleft()
+            else:
+                inbox[0] = first._replace(left=first.left - take)
+            budget -= take
+            self._lag_queued -= take
+            for tp, value in islice(first.items, take):
                 old = lag.get(tp)
                 if value is None:
                     if old is not None:
@@ -356,6 +373,11 @@ class GroupState:
                 self._enqueue(PartitionsChanged(topic, count), "partitions", now)
 
     # ------------------------------------------------------------------ time
+
+    def settled(self) -> bool:
+        """No rebalance pending and the reconciler has nothing left to do (O(1): cheap
+        enough to poll)."""
+        return self._due is None and self.reconciler.settled()
 
     def next_wakeup(self) -> float | None:
         if self.paused:
@@ -441,5 +463,8 @@ class GroupState:
         if self._first_event is None:
             self._first_event = now
         due = now + (self.tuning.rebalance_delay if delay is None else delay)
-        if self._due is None or due < self._due:
+        if delay is None and isinstance(event, MemberJoined) and not self.engine.member_count():
+            latest = self._first_event + max(self.tuning.initial_delay, self.tuning.rebalance_delay)
+            self._due = min(max(due, self._due or due), latest)
+        elif self._due is None or due < self._due:
             self._due = due

@@ -237,6 +237,10 @@ class Reconciler:
             heapq.heappop(heap)  # released or re-timed since: stale
         return None
 
+    def settled(self) -> bool:
+        """Every grant is its target and no handoff is in flight."""
+        return not (self._dirty or self.releasing or self._departed or self._refresh)
+
     def revoking(self) -> int:
         return len(self.releasing)
 

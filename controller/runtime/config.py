@@ -200,6 +200,9 @@ class PipelineSettings(_Section):
 
 class RebalanceSettings(_Section):
     delay: Duration = 1.0
+    #: An empty group's first rebalance waits for joins to stop (``delay`` without one),
+    #: at most this long: Kafka's ``group.initial.rebalance.delay.ms``, same default.
+    initial_delay: Duration = 3.0
     leave_grace: Duration = 10.0
     handoff_timeout: PositiveDuration = 15.0
     #: Acks arriving within this window are granted in one publication.
@@ -218,6 +221,7 @@ class RebalanceSettings(_Section):
     def tuning(self, lag: LagSettings) -> GroupTuning:
         return GroupTuning(
             rebalance_delay=self.delay,
+            initial_delay=self.initial_delay,
             leave_grace=self.leave_grace,
             handoff_timeout=self.handoff_timeout,
             lag_smoothing=lag.smoothing,

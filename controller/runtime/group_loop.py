@@ -78,11 +78,22 @@ class GroupLoop:
                 wall_clock=wall_clock,
             )
             m.encode_seconds.labels(g.name).observe(time.perf_counter() - encoding)
+            encoded = time.perf_counter()
             g.publishing = True
             try:
                 await self._publish(g, plan.generation, records)
             finally:
                 g.publishing = False
+            log.debug(
+                "published",
+                group=g.name,
+                generation=plan.generation,
+                records=len(records),
+                revoked=len(plan.releases),
+                reconcile_ms=round((g.state.plan_seconds + encoding - committing) * 1000, 3),
+                encode_ms=round((encoded - encoding) * 1000, 3),
+                publish_ms=round((time.perf_counter() - encoded) * 1000, 3),
+            )
             m.generation.labels(g.name).set(plan.generation)
             heap.settled(len(plan.records), g.state.engine.member_count())
         for rel in g.state.reconciler.timed_out:

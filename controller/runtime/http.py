@@ -35,7 +35,9 @@ def build_app(controller: Controller) -> web.Application:
             name: {
                 "generation": g.state.reconciler.generation,
                 "controller_epoch": g.epoch,
-                "members": len(g.state.engine.members),
+                "members": g.state.engine.member_count(),
+                "revoking": g.state.reconciler.revoking(),
+                "settled": g.state.settled(),
             }
             for name, g in sorted(controller.groups.items())
         }

@@ -60,6 +60,7 @@ class Fleet:
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None
         self._latest: dict[str, Assignment | None] = {}
+        self._acks: set[asyncio.Task[None]] = set()
 
     def presence_topic(self, member: str) -> str:
         return presence_topic(self.prefix, self.group, member)
@@ -83,15 +84,16 @@ class Fleet:
 
     async def stop(self) -> None:
         """Every member stops as a restarting client does: presence cleared, no leave."""
+        for task in [self._reader, *self._acks]:  # first: no ack may follow the clearing
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
         for m in list(self.members.values()):
             with contextlib.suppress(Exception):
                 await m.client.publish(self.presence_topic(m.name), b"", qos=1, retain=True)
                 await m.client.__aexit__(None, None, None)
         self.members.clear()
-        if self._reader:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._reader
         if self._consumer:
             await self._consumer.stop()
 
@@ -168,12 +170,16 @@ class Fleet:
                 out.setdefault(tp, []).append(m.name)
         return out
 
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+    async def wait_for(
+        self, predicate: Callable[[], bool], timeout: float = 20.0, every: float = 0.02
+    ) -> None:
+        """``every``: how often to ask; a costly predicate asked less often leaves the
+        fleet's loop free for what it measures."""
         deadline = time.monotonic() + timeout
         while not predicate():
             if time.monotonic() > deadline:
                 raise TimeoutError("condition not reached")
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(every)
 
     async def _read(self) -> None:
         assert self._consumer is not None
@@ -195,12 +201,22 @@ class Fleet:
                 target.partitions = frozenset()
                 continue
             if rec.generation > target.generation and self._apply(target, rec):
-                try:
-                    await self.announce(target)
-                except aiomqtt.MqttError:
-                    # This member's link died (its Will fired): like a crashed process,
-                    # it acks nothing more. The fleet reads on for the others.
-                    self.members.pop(target.name, None)
+                # Acks go out concurrently (each member has its own connection, which keeps
+                # its own messages in order): one slow PUBACK must not hold up the records
+                # behind it, or the fleet, not the controller, sets the pace.
+                ack = asyncio.create_task(self._ack(target))
+                self._acks.add(ack)
+                ack.add_done_callback(self._acks.discard)
+
+    async def _ack(self, member: SimMember) -> None:
+        if self.members.get(member.name) is not member:
+            return  # it left or crashed since: its goodbye must stay its last word
+        try:
+            await self.announce(member)
+        except aiomqtt.MqttError:
+            # This member's link died (its Will fired): like a crashed process, it acks
+            # nothing more. The fleet reads on for the others.
+            self.members.pop(member.name, None)
 
     def _apply(self, member: SimMember, rec: Assignment) -> bool:
         """Hold what ``rec`` grants; a predecessor's grant means hold nothing, ack nothing

@@ -151,3 +151,16 @@ def test_lag_beyond_int64_still_assigns_every_partition() -> None:
         TopicPartition("t", p) for p in range(8)
     ]
     assert abs(len(result["a"]) - len(result["b"])) <= 1
+
+
+def test_interned_partitions_are_shared_objects_and_follow_new_partitions() -> None:
+    eng = IncrementalAssignor({"t": 4})
+    eng.apply([MemberJoined("a", frozenset({"t"}))])
+    assert eng.partitions_of("a")[0] is not eng.partitions_of("a")[0]  # default: fresh
+    eng.intern_partitions()
+    first = eng.partitions_of("a")
+    eng.apply([PartitionsChanged("t", 6), MemberJoined("b", frozenset({"t"}))])
+    both = eng.partitions_of("a") + eng.partitions_of("b")
+    assert sorted(both) == [TopicPartition("t", p) for p in range(6)]
+    shared = {id(tp) for tp in first}
+    assert {id(tp) for tp in both if tp in first} == shared

@@ -473,3 +473,28 @@ def test_recovered_in_flight_handoff_waits_for_the_old_owner() -> None:
     _, plan = group.tick(0.4)
     assert plan is not None
     assert [(r.member, r.partitions) for r in plan.records] == [("c", frozenset({tp}))]
+
+
+def test_an_empty_groups_first_rebalance_waits_for_joins_to_stop() -> None:
+    """Kafka's group.initial.rebalance.delay: a fleet starting up gets one placement
+    (no handoffs), but not later than ``initial_delay`` after the first join; once the
+    group has members, a join waits ``rebalance_delay`` as before."""
+    tuning = GroupTuning(rebalance_delay=1.0, initial_delay=3.0)
+    group = GroupState("g", tuning, PPT)
+
+    def join(name: str, at: float) -> None:
+        group.on_presence(Presence(group="g", member=name, topics=["orders"]), at)
+
+    join("a", 0.0)
+    assert group.next_wakeup() == 1.0
+    join("b", 0.8)
+    assert group.next_wakeup() == 1.8  # pushed back: joins are still arriving
+    join("c", 1.6)
+    join("d", 2.5)
+    assert group.next_wakeup() == 3.0  # capped at first join + initial_delay
+    rebalance, _ = group.tick(3.0)
+    assert rebalance is not None
+    assert rebalance.changed_members == 4
+    join("e", 10.0)
+    join("f", 10.5)
+    assert group.next_wakeup() == 11.0  # a group with members: the first event's delay
