@@ -37,17 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from promscrape import scrape
+from promscrape import pct, scrape
 
 from controller.tools import embedded
 from controller.tools.simfleet import Fleet, SimMember
 
 DELAY = 0.2
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def view(port: int, group: str) -> dict[str, Any]:

@@ -34,6 +34,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from promscrape import pct
+
 from assignors import TopicPartition
 from controller.core.group import GroupState, GroupTuning
 from controller.core.handoff import Outgoing, Plan
@@ -276,11 +278,6 @@ class Bench:
                 victim = leavers.pop(self.rng.randrange(len(leavers)))
                 self.at(when, Leave(victim, crash=kind == "crash"))
         self.run_until(end)
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
 
 
 def main() -> None:

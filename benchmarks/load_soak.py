@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from promscrape import scrape
+from promscrape import quantile, scrape
 
 from controller.tools import embedded
 from controller.tools.audit import run_audit
@@ -40,20 +40,6 @@ from controller.wire.records import LagRecord, partition_key
 
 GROUP = "load"
 _NEW_IDS = itertools.count()
-
-
-def quantile(metrics: dict[str, float], name: str, q: float) -> float:
-    """From a Prometheus histogram's cumulative buckets (upper bound of the bucket)."""
-    buckets = sorted(
-        (float(k.split('le="')[1].split('"')[0]), v)
-        for k, v in metrics.items()
-        if k.startswith(f"{name}_bucket{{") and f'group="{GROUP}"' in k
-    )
-    total = buckets[-1][1] if buckets else 0
-    for bound, count in buckets:
-        if total and count >= q * total:
-            return bound
-    return float("nan")
 
 
 def proc_status(pid: int) -> dict[str, int]:
@@ -164,13 +150,23 @@ async def _run(
             ),
             "lag_records_per_second": round(events["lag_records"] / wall, 1),
             "rebalances": int(rebalances),
-            "rebalance_latency_p99_s_le": quantile(
-                after, "ballast_rebalance_latency_seconds", 0.99
-            ),
-            "rebalance_latency_p50_s_le": quantile(after, "ballast_rebalance_latency_seconds", 0.5),
-            "event_to_publish_p99_s_le": quantile(after, "ballast_event_to_publish_seconds", 0.99),
-            "assign_p99_s_le": quantile(after, "ballast_assignment_duration_seconds", 0.99),
-            "reconcile_p99_s_le": quantile(after, "ballast_reconcile_duration_seconds", 0.99),
+            "churn_ms": {
+                metric: {
+                    f"p{round(q * 100)}": round(
+                        quantile(after, f"ballast_{metric}", q, group=GROUP, before=base) * 1000,
+                        2,
+                    )
+                    for q in (0.5, 0.99)
+                }
+                for metric in (
+                    "rebalance_latency_seconds",
+                    "event_to_publish_seconds",
+                    "assignment_duration_seconds",
+                    "reconcile_duration_seconds",
+                    "encode_duration_seconds",
+                    "publish_duration_seconds",
+                )
+            },
             "controller_cpu_cores": round((after["process_cpu_seconds_total"] - cpu0) / wall, 2),
             "settle_after_churn_s": round(settle, 1),
             **{k: v for k, v in proc_status(daemon.pid).items()},

@@ -1,8 +1,15 @@
-"""Read a running daemon's Prometheus metrics (shared by the benchmarks)."""
+"""Percentiles, raw or from a running daemon's Prometheus histograms (shared by the
+benchmarks)."""
 
 from __future__ import annotations
 
 import urllib.request
+
+
+def pct(values: list[float], q: float) -> float:
+    """The ``q`` quantile of raw values, nearest rank (0.0 when there are none)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
 
 
 def scrape(port: int) -> dict[str, float]:
@@ -15,3 +22,38 @@ def scrape(port: int) -> dict[str, float]:
             key, _, value = line.rpartition(" ")
             out[key] = float(value)
     return out
+
+
+def quantile(
+    after: dict[str, float],
+    name: str,
+    q: float,
+    *,
+    group: str,
+    before: dict[str, float] | None = None,
+) -> float:
+    """``histogram_quantile`` over the observations between two scrapes (``before``
+    absent: since start), interpolated linearly inside the bucket, as Prometheus does.
+    NaN when nothing was observed."""
+    prefix, label = f"{name}_bucket{{", f'group="{group}"'
+
+    def counts(m: dict[str, float]) -> dict[float, float]:
+        return {
+            float(k.split('le="')[1].split('"')[0]): v
+            for k, v in m.items()
+            if k.startswith(prefix) and label in k
+        }
+
+    now, then = counts(after), counts(before or {})
+    buckets = sorted((b, now[b] - then.get(b, 0.0)) for b in now)
+    total = buckets[-1][1] if buckets else 0.0
+    if total <= 0:
+        return float("nan")
+    rank, lower, below = q * total, 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == float("inf"):
+                return lower
+            return lower + (bound - lower) * (rank - below) / max(count - below, 1e-12)
+        lower, below = bound, count
+    return lower
