@@ -33,6 +33,9 @@ class SimMember:
     instance: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
     generation: int = -1
     partitions: frozenset[TopicPartition] = frozenset()
+    #: An ack is being published; another is owed once it is (``Fleet._ack_soon``).
+    acking: bool = False
+    ack_again: bool = False
 
 
 class Fleet:
@@ -67,7 +70,10 @@ class Fleet:
 
     async def start(self) -> None:
         self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+            bootstrap_servers=self.bootstrap,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=50,
         )
         await self._consumer.start()
         deadline = time.monotonic() + 30
@@ -201,22 +207,36 @@ class Fleet:
                 target.partitions = frozenset()
                 continue
             if rec.generation > target.generation and self._apply(target, rec):
-                # Acks go out concurrently (each member has its own connection, which keeps
-                # its own messages in order): one slow PUBACK must not hold up the records
-                # behind it, or the fleet, not the controller, sets the pace.
-                ack = asyncio.create_task(self._ack(target))
-                self._acks.add(ack)
-                ack.add_done_callback(self._acks.discard)
+                self._ack_soon(target)
+
+    def _ack_soon(self, member: SimMember) -> None:
+        """Acks go out concurrently (each member has its own connection, which keeps its
+        own messages in order): one slow PUBACK must not hold up the records behind it,
+        or the fleet, not the controller, sets the pace. A member with an ack in flight
+        sends one more afterwards, with its state as it is then (acks coalesce)."""
+        if member.acking:
+            member.ack_again = True
+            return
+        member.acking = True
+        ack = asyncio.create_task(self._ack(member))
+        self._acks.add(ack)
+        ack.add_done_callback(self._acks.discard)
 
     async def _ack(self, member: SimMember) -> None:
-        if self.members.get(member.name) is not member:
-            return  # it left or crashed since: its goodbye must stay its last word
         try:
-            await self.announce(member)
-        except aiomqtt.MqttError:
-            # This member's link died (its Will fired): like a crashed process, it acks
-            # nothing more. The fleet reads on for the others.
-            self.members.pop(member.name, None)
+            while self.members.get(member.name) is member:  # else: its goodbye was last
+                member.ack_again = False
+                try:
+                    await self.announce(member)
+                except aiomqtt.MqttError:
+                    # This member's link died (its Will fired): like a crashed process,
+                    # it acks nothing more. The fleet reads on for the others.
+                    self.members.pop(member.name, None)
+                    return
+                if not member.ack_again:
+                    return
+        finally:
+            member.acking = False
 
     def _apply(self, member: SimMember, rec: Assignment) -> bool:
         """Hold what ``rec`` grants; a predecessor's grant means hold nothing, ack nothing
