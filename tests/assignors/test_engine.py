@@ -167,3 +167,37 @@ def test_lag_skew_is_the_peak_member_lag_over_the_mean() -> None:
     eng.apply([LagUpdated({TopicPartition("t", p): 100 * (p + 1) for p in range(6)})])
     lag = eng.member_lag()
     assert eng.lag_skew() == pytest.approx(max(lag.values()) / (sum(lag.values()) / 2))
+
+
+@pytest.mark.parametrize("lag_aware", [False, True])
+def test_a_wave_of_joins_is_rebalanced_in_bulk_with_the_least_movement(
+    lag_aware: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Identical subscriptions and a wide count spread: decided at once, not partition by
+    partition, and still KIP-54's minimum: balanced, and only the excess moves."""
+    ppt = {"t": 700, "u": 301}
+    eng, _ = IncrementalAssignor.from_snapshot(
+        ppt, {f"m{i}": ["t", "u"] for i in range(7)}, lag_aware=lag_aware
+    )
+    if lag_aware:
+        eng.apply([LagUpdated({TopicPartition("t", p): (p * 37) % 1000 for p in range(700)})])
+    before = eng.assignment()
+    moves: list[int] = []
+    real_move = IncrementalAssignor._move
+
+    def counted(self: IncrementalAssignor, pid: int, to: str | None, **kw: bool) -> None:
+        moves.append(pid)
+        real_move(self, pid, to, **kw)
+
+    monkeypatch.setattr(IncrementalAssignor, "_move", counted)
+    joined = [MemberJoined(f"n{i}", frozenset({"t", "u"})) for i in range(5)]
+    change = eng.apply(joined)
+    after = eng.assignment()
+    counts = [len(v) for v in after.values()]
+    assert max(counts) - min(counts) <= 1
+    members = sorted(after)
+    least = minimal_movement_uniform(before, members, 1001)
+    assert change.moved - change.moved_for_lag == least
+    kept = sum(len(set(before[m]) & set(after[m])) for m in before)
+    assert kept >= 1001 - least - 2 * change.moved_for_lag
+    assert len(moves) <= 2 * eng.policy.max_moves  # the lag search's own moves only
