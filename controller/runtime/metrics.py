@@ -257,6 +257,24 @@ class Metrics:
             registry=r,
         )
 
+    def start_group(self, group: str) -> None:
+        """Export a newly led group's event series at zero, so that ``rate()`` and
+        ``increase()`` see its first event (a series born at 1 shows no increase)."""
+        for histogram in (
+            self.rebalance_latency,
+            self.event_to_publish,
+            self.assign_seconds,
+            self.reconcile_seconds,
+            self.encode_seconds,
+            self.publish_seconds,
+            self.handoff,
+        ):
+            histogram.labels(group)
+        for counter in (self.handoff_timeouts, self.fenced_publications):
+            counter.labels(group)
+        for reason in ("balance", "lag"):
+            self.moved.labels(group, reason)
+
 
 def _task_count() -> float:
     try:

@@ -141,6 +141,7 @@ class Ownership:
             self.group_tasks[name] = asyncio.create_task(
                 self._supervise(name), name=f"group-{name}"
             )
+            self.metrics.start_group(name)
             self.metrics.leader.labels(name).set(1)
             self.metrics.epoch.labels(name).set(epoch)
             self.metrics.generation.labels(name).set(managed.state.reconciler.generation)
