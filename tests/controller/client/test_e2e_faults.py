@@ -152,6 +152,17 @@ class Cluster:
     async def wait_ready(self) -> None:
         await embedded.wait_until_ready(self.port, proc=self.controller)
 
+    def pending(self) -> bool:
+        """The controller has a rebalance or a handoff to finish (``/v1/groups``)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/groups", timeout=2) as r:
+            return not json.loads(r.read())["groups"][self.group]["settled"]
+
+    async def published_after(self, generation: int, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while (await asyncio.to_thread(self.view))["generation"] == generation:
+            assert time.monotonic() < deadline, f"nothing published after {generation}"
+            await asyncio.sleep(0.2)
+
     async def settled(self, members: int, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while True:
@@ -164,6 +175,7 @@ class Cluster:
                 and len(granted) == 12
                 and not v["revoking"]
                 and all(m["live"] for m in ms.values())
+                and not await asyncio.to_thread(self.pending)
             ):
                 return
             assert time.monotonic() < deadline, f"not settled: {v}"
@@ -209,13 +221,16 @@ async def test_fleet_under_faults(
         # Rolling restart of c within leave_grace: nothing moves. (c was started for clean
         # leaves; it leaves and comes back as a worker that restarts instead.) The one
         # publication is c's unchanged grant, issued again to the new process.
+        generation = c.view()["generation"]
         c.signal_worker("c", signal.SIGTERM)
         c.start_worker("c", restart=True)
+        await c.published_after(generation)  # the controller has seen the change
         await c.settled(3)
         generation = c.view()["generation"]
         grants = c.granted()
         c.signal_worker("c", signal.SIGTERM)
         c.start_worker("c", restart=True)
+        await c.published_after(generation)
         await c.settled(3)
         assert c.view()["generation"] == generation + 1
         assert c.granted() == grants
