@@ -96,25 +96,28 @@ class TopicIds:
     def tps(self, pids: Iterable[int]) -> list[TopicPartition]:
         """Ascending pids -> sorted partitions."""
         names = self.names
-        interned = self.interned
-        if interned is not None:
-            pids = pids if isinstance(pids, list) else list(pids)
-            try:
-                out = [interned[p >> PART_BITS][p & PART_MASK] for p in pids]
-            except IndexError:
-                for p in pids:
-                    known = interned[p >> PART_BITS]
-                    name = names[p >> PART_BITS]
-                    known.extend(
-                        _new_tuple(TopicPartition, (name, q))
-                        for q in range(len(known), (p & PART_MASK) + 1)
-                    )
-                out = [interned[p >> PART_BITS][p & PART_MASK] for p in pids]
+        if self.interned is not None:
+            out = self._shared(pids if isinstance(pids, list) else list(pids))
         else:
             out = [_new_tuple(TopicPartition, (names[p >> PART_BITS], p & PART_MASK)) for p in pids]
         if not self.in_order:
             out.sort()
         return out
+
+    def _shared(self, pids: list[int]) -> list[TopicPartition]:
+        """``tps`` from the interned objects, creating those of partitions not seen yet."""
+        interned = self.interned
+        assert interned is not None
+        while True:
+            try:
+                return [interned[p >> PART_BITS][p & PART_MASK] for p in pids]
+            except IndexError:
+                for p in pids:
+                    known, name = interned[p >> PART_BITS], self.names[p >> PART_BITS]
+                    known.extend(
+                        _new_tuple(TopicPartition, (name, q))
+                        for q in range(len(known), (p & PART_MASK) + 1)
+                    )
 
     # ------------------------------------------------------------------ lag
 

@@ -6,7 +6,6 @@ costs what is due, not the number of members waiting."""
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=str)
@@ -23,9 +22,6 @@ class Deadlines(Generic[K]):
 
     def __len__(self) -> int:
         return len(self._when)
-
-    def __iter__(self) -> Iterator[K]:
-        return iter(self._when)
 
     def get(self, key: K) -> float | None:
         return self._when.get(key)

@@ -465,6 +465,6 @@ class GroupState:
         due = now + (self.tuning.rebalance_delay if delay is None else delay)
         if delay is None and isinstance(event, MemberJoined) and not self.engine.member_count():
             latest = self._first_event + max(self.tuning.initial_delay, self.tuning.rebalance_delay)
-            self._due = min(max(due, self._due or due), latest)
+            self._due = min(due if self._due is None else max(due, self._due), latest)
         elif self._due is None or due < self._due:
             self._due = due

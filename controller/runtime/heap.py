@@ -27,14 +27,11 @@ def configure() -> None:
     gc.set_threshold(*THRESHOLDS)
 
 
-def settled(records: int, members: int) -> bool:
+def settled(records: int, members: int) -> None:
     """Call after a step that published ``records`` records to a group of ``members``;
-    freezes after a mass change (at least half the group rewritten, as in a cold start).
-    True when it froze."""
-    if records < max(FREEZE_MIN_RECORDS, members // 2):
-        return False
-    built()
-    return True
+    freezes after a mass change (at least half the group rewritten, as in a cold start)."""
+    if records >= max(FREEZE_MIN_RECORDS, members // 2):
+        built()
 
 
 def built() -> None:
