@@ -8,6 +8,7 @@ from .engine import IncrementalAssignor
 from .events import (
     Change,
     Event,
+    LagTrigger,
     LagUpdated,
     MemberJoined,
     MemberLeft,
@@ -26,6 +27,7 @@ __all__ = [
     "Event",
     "IncrementalAssignor",
     "LagPolicy",
+    "LagTrigger",
     "LagUpdated",
     "MemberJoined",
     "MemberLeft",

@@ -43,6 +43,7 @@ from sortedcontainers import SortedList
 from .events import (
     Change,
     Event,
+    LagTrigger,
     LagUpdated,
     MemberJoined,
     MemberLeft,
@@ -491,6 +492,7 @@ class IncrementalAssignor:
         self._removed: set[str] = set()
         self._joined: set[str] = set()
         self._lag_moved: set[int] = set()
+        self._trigger: LagTrigger | None = None
 
     def _settle(
         self,
@@ -735,6 +737,8 @@ class IncrementalAssignor:
             ratio = 1.0 if eager else policy.trigger_ratio if first else policy.target_ratio
             if top_lag <= max(policy.min_lag, ratio * bound):
                 return
+            if first:
+                self._trigger = LagTrigger(top_name, top_lag, bound)
             first = False
             step = self._best_lag_step(a, budget - spent)
             if step is None:
@@ -1020,6 +1024,7 @@ class IncrementalAssignor:
             removed=frozenset(self._removed - set(self._members)),
             moved=moved,
             moved_for_lag=lag_moved if count_lag_moves else 0,
+            lag_trigger=self._trigger if lag_moved and count_lag_moves else None,
         )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .types import TopicPartition
 
@@ -52,3 +53,15 @@ class Change:
     moved: int
     #: Of ``moved``, those moved by the lag policy rather than by count balance.
     moved_for_lag: int
+    #: Why the lag policy acted (None when it did not): the operator's "why did it move".
+    lag_trigger: LagTrigger | None = None
+
+
+class LagTrigger(NamedTuple):
+    """The member whose lag passed the policy's trigger, before any move."""
+
+    member: str
+    #: Its lag, and the best largest member lag any assignment could reach (the larger
+    #: of the mean member lag and the heaviest partition it holds).
+    lag: int
+    bound: float

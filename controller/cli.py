@@ -1,28 +1,32 @@
-"""The ``ballast`` command line."""
+"""The ballast command line: one entry point for the daemon, the demo, the operator
+commands and the tools (each subcommand says what it does in ``--help``)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
-from importlib.metadata import entry_points
+from collections.abc import Callable, Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
+from typing import Any
 
 from assignors import STRATEGIES, assign
 from assignors.quality import evaluate, member_lag
 from controller import logs
 from controller.client.worker import run_worker
-from controller.errors import InputError
+from controller.errors import InputError, RefusedError, UnreachableError
 from controller.runtime import heap
 from controller.runtime.config import Config, load_config
 from controller.runtime.daemon import Controller
 from controller.runtime.http import bound_port, serve
+from controller.tools import demo, dev, operator
 from controller.tools.audit import run_audit
-from controller.tools.demo import run_demo
 from controller.tools.scenario import load_current, load_scenario
 from controller.wire.records import json_schemas
 
@@ -91,28 +95,47 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 async def run_daemon(cfg: Config, record: Path | None = None) -> int:
-    """Run until SIGTERM/SIGINT, then drain in-flight publication and exit 0."""
+    """Run until SIGTERM (exit 0) or SIGINT (exit 130), draining in-flight publication
+    first. Alive but not ready while the brokers are being reached (``startup.timeout``)."""
     log = logs.get("ballast")
     heap.configure()
     controller = Controller(cfg, record=record)
     stop = asyncio.Event()
+    stopped_by: list[signal.Signals] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        stopped_by.append(sig)
+        stop.set()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal, sig)
     runner = await serve(controller, cfg.http.host, cfg.http.port)
     log.info("http_listening", host=cfg.http.host, port=bound_port(runner))
     try:
-        await controller.start()
+        starting = asyncio.create_task(controller.start())
         stopping = asyncio.create_task(stop.wait())
-        failing = asyncio.create_task(controller.failed.wait())
-        await asyncio.wait({stopping, failing}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if starting.done():
+            starting.result()  # a broker never answered, or a topic is unusable: below
+            failing = asyncio.create_task(controller.failed.wait())
+            await asyncio.wait({stopping, failing}, return_when=asyncio.FIRST_COMPLETED)
+            failing.cancel()
+        else:
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
         stopping.cancel()
-        failing.cancel()
         log.info("shutting_down")
+    except (UnreachableError, InputError) as exc:
+        log.error("startup_failed", error=str(exc))
+        return exc.exit_code
     finally:
         await controller.stop()
         await runner.cleanup()
-    return 1 if controller.failed.is_set() else 0
+    if controller.failed.is_set():
+        return 1
+    return INTERRUPTED if signal.SIGINT in stopped_by else 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -120,12 +143,22 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         raise InputError(
             "demo: --members must be >= 3, --partitions >= 2, --duration >= 0, --pace > 0"
         )
-    try:
+    strategies = demo.STRATEGIES if args.compare else (args.strategy,)
+    outcomes = [
         asyncio.run(
-            run_demo(args.members, args.partitions, args.duration, args.http_port, args.pace)
+            demo.run_demo(
+                args.members,
+                args.partitions,
+                args.duration,
+                args.http_port,
+                args.pace,
+                strategy=strategy,
+            )
         )
-    except KeyboardInterrupt:
-        print("interrupted; everything stopped")
+        for strategy in strategies
+    ]
+    if args.compare:
+        print(demo.compare(outcomes))
     return 0
 
 
@@ -147,6 +180,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
+    logs.configure("error")
     reports = asyncio.run(run_audit(args.bootstrap, args.topic, args.group, args.window))
     for report in reports:
         print(report.render())
@@ -155,18 +189,157 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in reports) else 1
 
 
+def _api(args: argparse.Namespace) -> operator.AdminApi:
+    return operator.AdminApi.from_env(args.url, args.token_file, args.cacert)
+
+
+def _emit(args: argparse.Namespace, data: Mapping[str, Any], table: Callable[[], str]) -> int:
+    as_json = args.output == "json" or (args.output is None and not sys.stdout.isatty())
+    print(json.dumps(data, indent=2, sort_keys=True) if as_json else table())
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    view = operator.status(_api(args))
+    return _emit(args, view, lambda: operator.render_status(view))
+
+
+def _cmd_describe(args: argparse.Namespace) -> int:
+    view = operator.describe(_api(args), args.group)
+    return _emit(args, view, lambda: operator.render_describe(view, args.partitions))
+
+
+def _cmd_action(args: argparse.Namespace) -> int:
+    result = operator.act(_api(args), args.command, args.group, getattr(args, "member", None))
+    return _emit(args, result, lambda: operator.render_action(result))
+
+
+def _cmd_dev(args: argparse.Namespace) -> int:
+    if args.dev == "up":
+        print(dev.up(args.dir, args.kafka_port, args.mqtt_port, args.http_port).summary())
+    elif args.dev == "down":
+        stack = dev.find(args.dir)
+        stopped = dev.down(stack) if stack else []
+        print(f"stopped {', '.join(stopped)}" if stopped else "no dev brokers were running")
+    else:
+        stack = dev.find(args.dir)
+        if stack is None or not dev.running(stack):
+            raise InputError(f"{args.dir}: no dev brokers running (`ballast dev up`)")
+        print(stack.summary())
+    return 0
+
+
 #: Entry-point group through which other packages add subcommands: each entry is a
 #: function taking the subparsers and adding its own (so this module imports none).
 COMMANDS = "ballast.commands"
+#: Exit codes: 0 done, 1 a check failed (audit) or the daemon failed, 2 bad input,
+#: 3 unreachable (``UnreachableError``), 4 refused (``RefusedError``), 130 Ctrl-C.
+INTERRUPTED = 130
+BROKEN_PIPE = 141
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Shows an option's default when it has one worth showing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            "%(default)" in text
+            or default in (None, False, argparse.SUPPRESS)
+            or action.option_strings == []
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every (sub)parser with the same help formatter: subparsers are made by this class."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(**kwargs)
+
+
+def _api_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--url",
+        help=f"controller HTTP API (default: $BALLAST_URL, else {operator.DEFAULT_URL})",
+    )
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        help="file holding http.admin_token (default: $BALLAST_TOKEN_FILE, or $BALLAST_TOKEN)",
+    )
+    p.add_argument("--cacert", type=Path, help="CA bundle for an https URL ($BALLAST_CACERT)")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        help="output format (default: table on a terminal, json otherwise)",
+    )
+
+
+def _add_operator_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
+    p = sub.add_parser("status", help="groups this controller leads: members, lag, handoffs")
+    _api_options(p)
+    p.set_defaults(func=_cmd_status)
+    p = sub.add_parser("describe", help="one group, member by member (like kafka-consumer-groups)")
+    p.add_argument("group", help="consumer group name")
+    p.add_argument("--partitions", action="store_true", help="also list each granted partition")
+    _api_options(p)
+    p.set_defaults(func=_cmd_describe)
+    actions = {
+        "pause": "stop publishing for a group (events wait until resume)",
+        "resume": "publish again for a paused group",
+        "rebalance": "rebalance a group now, with a fresh look at lag",
+    }
+    for action, text in actions.items():
+        p = sub.add_parser(action, help=text)
+        p.add_argument("group", help="consumer group name")
+        _api_options(p)
+        p.set_defaults(func=_cmd_action)
+    for action, text in (
+        ("drain", "move every partition off a member and keep it empty"),
+        ("undrain", "let a drained member take partitions again"),
+    ):
+        p = sub.add_parser(action, help=text)
+        p.add_argument("group", help="consumer group name")
+        p.add_argument("member", help="member id")
+        _api_options(p)
+        p.set_defaults(func=_cmd_action)
+
+
+def _add_dev_command(sub: argparse._SubParsersAction[_Parser]) -> None:
+    p = sub.add_parser("dev", help="embedded brokers left running, to try `ballast run` by hand")
+    steps = p.add_subparsers(dest="dev", required=True)
+    up = steps.add_parser("up", help="start Kafka (Tansu) and MQTT (amqtt) on loopback")
+    up.add_argument("--kafka-port", type=int, default=9092, help="Kafka listener port")
+    up.add_argument("--mqtt-port", type=int, default=1883, help="MQTT listener port")
+    up.add_argument("--http-port", type=int, default=8080, help="HTTP port in the written config")
+    steps.add_parser("down", help="stop the brokers `dev up` started")
+    steps.add_parser("show", help="print the running brokers and what to run next")
+    for step in steps.choices.values():
+        step.add_argument(
+            "--dir", type=Path, default=dev.DEFAULT_DIR, help="state, logs, config and token"
+        )
+    p.set_defaults(func=_cmd_dev)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ballast", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(
+        prog="ballast",
+        description="Ballast: lag-aware sticky partition assignment for Kafka consumer "
+        "fleets that use manual assign().",
+        epilog="Exit codes: 0 done, 1 a check or the daemon failed, 2 bad input or usage, "
+        "3 a broker or the controller unreachable, 4 refused by the controller, 130 Ctrl-C.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser(
         "assign", help="compute an assignment for a scenario file and report its quality"
     )
-    p.add_argument("--strategy", choices=STRATEGIES, default="lagsticky")
+    p.add_argument("--strategy", choices=STRATEGIES, default="lagsticky", help="strategy")
     p.add_argument(
         "--scenario", type=Path, required=True, help="scenario JSON (see config/examples)"
     )
@@ -177,7 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_assign)
 
     p = sub.add_parser("run", help="run the controller daemon")
-    p.add_argument("--config", type=Path, default=Path("config/ballast.yaml"))
+    p.add_argument(
+        "--config", type=Path, default=Path("config/ballast.yaml"), help="YAML config file"
+    )
     p.add_argument(
         "--record", type=Path, help="append each group's assignment inputs to this trace (JSONL)"
     )
@@ -186,27 +361,41 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "check-config", help="validate a daemon config file (and BALLAST_* overrides)"
     )
-    p.add_argument("config", type=Path)
+    p.add_argument("config", type=Path, help="YAML config file")
     p.set_defaults(func=_cmd_check_config)
 
     p = sub.add_parser("demo", help="embedded brokers, the controller and a simulated fleet")
-    p.add_argument("--members", type=int, default=5)
-    p.add_argument("--partitions", type=int, default=24)
+    p.add_argument("--members", type=int, default=5, help="consumers at the start (>= 3)")
+    p.add_argument("--partitions", type=int, default=24, help="partitions of the demo topic")
     p.add_argument(
         "--duration", type=float, default=0.0, help="seconds to keep serving after the scenario"
     )
-    p.add_argument("--http-port", type=int, default=0, help="0: any free port")
+    p.add_argument("--http-port", type=int, default=0, help="metrics port; 0: any free port")
     p.add_argument("--pace", type=float, default=6.0, help="seconds between scenario steps")
+    p.add_argument(
+        "--strategy",
+        choices=demo.STRATEGIES,
+        default="lagsticky",
+        help="sticky: the same scenario with the controller given no lag",
+    )
+    p.add_argument(
+        "--compare", action="store_true", help="run both strategies, then print them side by side"
+    )
     p.set_defaults(func=_cmd_demo)
 
+    _add_dev_command(sub)
+    _add_operator_commands(sub)
+
     p = sub.add_parser("worker", help="a ManagedConsumer process that logs what it processes")
-    p.add_argument("--bootstrap", required=True)
-    p.add_argument("--mqtt-port", type=int, default=1883)
-    p.add_argument("--presence", choices=("mqtt", "kafka"), default="mqtt")
-    p.add_argument("--group", required=True)
-    p.add_argument("--member", required=True)
-    p.add_argument("--topic", action="append", required=True)
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
+    p.add_argument("--mqtt-port", type=int, default=1883, help="MQTT port on 127.0.0.1")
+    p.add_argument(
+        "--presence", choices=("mqtt", "kafka"), default="mqtt", help="how it announces itself"
+    )
+    p.add_argument("--group", required=True, help="consumer group name")
+    p.add_argument("--member", required=True, help="member id, unique in the group")
+    p.add_argument("--topic", action="append", required=True, help="topic (repeatable)")
+    p.add_argument("--out", type=Path, required=True, help="file it appends processed records to")
     p.add_argument(
         "--restart", action="store_true", help="on SIGTERM keep partitions (leave_grace)"
     )
@@ -214,8 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_worker)
 
     p = sub.add_parser("audit", help="check the invariants against the assignments topic's history")
-    p.add_argument("--bootstrap", required=True)
-    p.add_argument("--topic", default="ballast.assignments")
+    p.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
+    p.add_argument("--topic", default="ballast.assignments", help="the assignments topic")
     p.add_argument("--group", action="append", help="only these groups (repeatable)")
     p.add_argument(
         "--window",
@@ -237,13 +426,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    try:
+        return version("ballast")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
-    except InputError as exc:
+        sys.stdout.flush()
+    except (InputError, UnreachableError, RefusedError) as exc:
         print(f"ballast: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("ballast: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (``ballast schema | head``): no traceback, and no second
+        # error when Python flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE
     return code
 
 

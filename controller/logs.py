@@ -1,9 +1,16 @@
-"""Structured logging: JSON lines when not on a TTY, readable console output when on one."""
+"""Structured logging: JSON lines when not on a TTY, readable console output when on one.
+
+Third-party loggers (aiokafka, aiomqtt, asyncio) go through the same processors and
+renderer, so a log stream is one format, and an expected network error from a library is
+one line, not a traceback.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+from collections.abc import Iterator
 from typing import Literal
 
 import structlog
@@ -21,22 +28,56 @@ def configure(level: str = "info", fmt: Literal["auto", "json", "console"] = "au
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer()
     )
+    shared: list[structlog.typing.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
+        processors=[*shared, structlog.processors.format_exc_info, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
-    # Library loggers (aiokafka, aiomqtt) at warning, through the same stream.
-    logging.basicConfig(
-        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s"
+    # Library loggers at warning (their info lines are per-connection chatter); their
+    # tracebacks only at debug.
+    errors = structlog.processors.format_exc_info if level == "debug" else _one_line
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name, errors],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        )
     )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(max(logging.WARNING, _LEVELS[level]))
+
+
+def _one_line(_: object, __: str, event: structlog.typing.EventDict) -> structlog.typing.EventDict:
+    """A library's exception becomes its type and message, not a traceback: these are
+    network errors the caller already handles (reconnect, retry). ``logging.level: debug``
+    keeps the traceback."""
+    exc_info = event.pop("exc_info", None)
+    if exc_info:
+        if exc_info is True:
+            exc_info = sys.exc_info()
+        if isinstance(exc_info, tuple) and exc_info[1] is not None:
+            event["error"] = f"{type(exc_info[1]).__name__}: {exc_info[1]}"
+    return event
+
+
+@contextlib.contextmanager
+def quiet(name: str) -> Iterator[None]:
+    """Silence a library's logger for the block: for attempts whose failure the caller
+    reports itself, once (``aiokafka`` logs every refused connection as an error)."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def get(name: str) -> structlog.stdlib.BoundLogger:

@@ -16,22 +16,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("pipeline", help="the Spark lag job and fleet backtest (pipeline extra)")
     jobs = p.add_subparsers(dest="job", required=True)
     j = jobs.add_parser("lag", help="streaming job: offset samples -> lag records")
-    j.add_argument("--config", type=Path, default=Path("config/ballast.yaml"))
+    j.add_argument(
+        "--config", type=Path, default=Path("config/ballast.yaml"), help="YAML config file"
+    )
     j.add_argument("--checkpoint", help="overrides pipeline.checkpoint")
     j.set_defaults(func=_run)
     j = jobs.add_parser("backtest", help="replay fleet traces through the strategies")
     j.add_argument("--trace", type=Path, required=True, help="JSONL trace (run --record, synth)")
-    j.add_argument("--strategies", default=",".join(STRATEGIES))
-    j.add_argument("--out", type=Path, default=Path("backtest-out"))
-    j.add_argument("--master", default="local[2]")
+    j.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated")
+    j.add_argument(
+        "--out", type=Path, default=Path("backtest-out"), help="directory for tables and charts"
+    )
+    j.add_argument("--master", default="local[2]", help="Spark master URL")
     j.add_argument("--tasks", type=int, default=16, help="Spark tasks the groups spread over")
     j.set_defaults(func=_run)
     j = jobs.add_parser("synth", help="write a synthetic fleet trace")
-    j.add_argument("--groups", type=int, default=500)
-    j.add_argument("--max-members", type=int, default=1000)
+    j.add_argument("--groups", type=int, default=500, help="consumer groups in the trace")
+    j.add_argument("--max-members", type=int, default=1000, help="members of the largest group")
     j.add_argument("--steps", type=int, default=12, help="minutes of churn after the start")
-    j.add_argument("--seed", type=int, default=7)
-    j.add_argument("--out", type=Path, required=True)
+    j.add_argument("--seed", type=int, default=7, help="random seed (same seed, same trace)")
+    j.add_argument("--out", type=Path, required=True, help="JSONL trace to write")
     j.set_defaults(func=_run)
 
 

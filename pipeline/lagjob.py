@@ -282,14 +282,17 @@ def run(cfg: Config, checkpoint: str | None = None) -> int:
     reporter.log.info(
         "pipeline_started", query=query.name, checkpoint=checkpoint or cfg.pipeline.checkpoint
     )
+    code = 0
     try:
         query.awaitTermination()
     except KeyboardInterrupt:
         reporter.log.info("pipeline_stopping")
+        code = 130  # as every ballast command interrupted by Ctrl-C
     finally:
         query.stop()
+        reporter.close(spark)
         spark.stop()
-    return 0
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ twice and nothing needs an accumulator.
 from __future__ import annotations
 
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -62,15 +63,25 @@ class ProgressReporter(StreamingQueryListener):
     def __init__(self, metrics: PipelineMetrics) -> None:
         self.metrics = metrics
         self.log = structlog.get_logger("ballast.pipeline")
+        self._server: WSGIServer | None = None
 
     @classmethod
     def install(cls, spark: SparkSession, metrics_port: int) -> ProgressReporter:
+        """Listen to ``spark``'s queries; serve ``/metrics`` on ``metrics_port`` (0: no)."""
         registry = CollectorRegistry()
         reporter = cls(PipelineMetrics(registry))
         if metrics_port:
-            start_http_server(metrics_port, registry=registry)
+            reporter._server, _ = start_http_server(metrics_port, registry=registry)
         spark.streams.addListener(reporter)
         return reporter
+
+    def close(self, spark: SparkSession) -> None:
+        """Stop listening and serving (the server would otherwise outlive the job)."""
+        spark.streams.removeListener(self)
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
 
     def onQueryStarted(self, event: Any) -> None:
         self.log.info("pipeline_query_started", id=str(event.id), name=event.name)

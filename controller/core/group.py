@@ -18,6 +18,7 @@ from assignors import (
     Event,
     IncrementalAssignor,
     LagPolicy,
+    LagTrigger,
     LagUpdated,
     MemberJoined,
     MemberLeft,
@@ -65,6 +66,26 @@ class Rebalance:
     due_at: float
     #: Time the engine took (``IncrementalAssignor.apply``).
     assign_seconds: float
+    #: Why the lag policy moved partitions, when it did.
+    lag_trigger: LagTrigger | None = None
+
+    def why(self) -> str:
+        """One line an operator reads: what moved, and for lag, whose lag and how far
+        past the bound."""
+        head = (
+            f"{','.join(self.reasons)}: {self.changed_members} member(s) changed, "
+            f"moved {self.moved}"
+        )
+        t = self.lag_trigger
+        if not self.moved_for_lag or t is None:
+            return head
+        cause = (
+            f"for lag: {t.member} was {t.lag / t.bound:.1f}x the bound "
+            f"(lag {t.lag}, best possible largest {t.bound:.0f})"
+        )
+        if self.moved == self.moved_for_lag:
+            return f"{head} {cause}"
+        return f"{head}, {self.moved_for_lag} of them {cause}"
 
 
 class _Readings(NamedTuple):
@@ -184,6 +205,8 @@ class GroupState:
             self.reconciler.refresh(member)
         self.reconciler.update_target(start.assignments, start.removed)
         self.presence: dict[str, Presence] = {}
+        #: When each live member's presence (its ack) was last heard, for the group view.
+        self.heard: dict[str, float] = {}
         #: Operator controls (HTTP admin API): a paused group publishes nothing; a drained
         #: member keeps its presence but is given no partitions.
         self.paused = False
@@ -239,12 +262,14 @@ class GroupState:
             )
         if p.state == "leaving":
             self.presence.pop(p.member, None)
+            self.heard.pop(p.member, None)
             self.reconciler.ack(p.member, p.generation)
             self._depart(p.member, now)
             return
         topics = frozenset(p.topics)
         known = self._subscription(p.member)
         self.presence[p.member] = p
+        self.heard[p.member] = now
         self.grace.pop(p.member)
         self._present(p.member)
         self.reconciler.mark_present(p.member, p.instance)
@@ -286,6 +311,7 @@ class GroupState:
         """Presence cleared without a clean leave (crash, Will, session expiry, restart);
         ``since``: when it was last seen, if earlier than ``now``."""
         self.presence.pop(member, None)
+        self.heard.pop(member, None)
         self.drained.discard(member)
         if not self._known(member):
             return
@@ -416,6 +442,7 @@ class GroupState:
                 first_event_at=self._first_event if self._first_event is not None else now,
                 due_at=self._due,
                 assign_seconds=assign_seconds,
+                lag_trigger=change.lag_trigger,
             )
             if self._reasons == {"lag"} and not rebalance.changed_members:
                 rebalance = None  # a lag reading that moved nothing is not a rebalance

@@ -7,6 +7,7 @@ are parsed as YAML scalars. Errors name the key, the reason, and where the value
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Mapping
@@ -27,7 +28,6 @@ from pydantic import (
 from assignors import LagPolicy
 from controller.core.group import GroupTuning
 from controller.errors import InputError
-from controller.runtime import faultpoints
 from controller.wire.records import Name
 
 ENV_PREFIX = "BALLAST_"
@@ -295,6 +295,12 @@ class HttpSettings(_Section):
         return self
 
 
+class StartupSettings(_Section):
+    #: A broker that is not up yet is normal in Kubernetes: the daemon stays alive (not
+    #: ready) and retries with backoff for this long, then exits non-zero. 0: one attempt.
+    timeout: Duration = 300.0
+
+
 class MetricsSettings(_Section):
     #: Per-member series (lag, partitions) are opt-in and capped: member ids are unbounded.
     per_member: bool = False
@@ -316,6 +322,7 @@ class Config(_Section):
     assignments: AssignmentsTopic = AssignmentsTopic()
     groups: Annotated[list[GroupSettings], Field(min_length=1)]
     http: HttpSettings = HttpSettings()
+    startup: StartupSettings = StartupSettings()
     metrics: MetricsSettings = MetricsSettings()
     logging: LoggingSettings = LoggingSettings()
     pipeline: PipelineSettings = PipelineSettings()
@@ -340,10 +347,13 @@ class Config(_Section):
 
 
 def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
-    """``BALLAST_A__B=v`` -> ``{"a": {"b": v}}`` with ``v`` parsed as a YAML scalar."""
+    """``BALLAST_A__B=v`` -> ``{"a": {"b": v}}`` with ``v`` parsed as a YAML scalar.
+
+    Every key of the config lives in a section, so only names with ``__`` are overrides:
+    the operator commands' ``BALLAST_URL``, ``BALLAST_TOKEN_FILE`` and the like are not."""
     out: dict[str, Any] = {}
     for key, raw in sorted(environ.items()):
-        if not key.startswith(ENV_PREFIX) or key in ("BALLAST_CONFIG", faultpoints.ENV):
+        if not key.startswith(ENV_PREFIX) or "__" not in key:
             continue
         path = [p.lower() for p in key[len(ENV_PREFIX) :].split("__")]
         try:
@@ -389,7 +399,58 @@ def load_config(path: Path | None, environ: Mapping[str, str] | None = None) -> 
         for e in exc.errors()[:20]:
             loc = [str(p) for p in e["loc"]]
             where = ".".join(loc) or "(top level)"
-            env_key = ENV_PREFIX + "__".join(p.upper() for p in loc)
-            origin = f" (from environment {env_key})" if env_key in environ else ""
-            lines.append(f"{source}: {where}: {e['msg']}{origin}")
+            env_keys = _env_keys(overrides, loc)
+            origin = f"environment {', '.join(env_keys)}" if env_keys else source
+            if e["type"] == "extra_forbidden":
+                lines.append(f"{origin}: {where}: unknown key{_did_you_mean(loc)}")
+            else:
+                lines.append(f"{origin}: {where}: {e['msg']}")
         raise InputError("\n".join(lines)) from exc
+
+
+def _env_keys(overrides: Mapping[str, Any], loc: list[str]) -> list[str]:
+    """The ``BALLAST_*`` variables that set ``loc`` (or something below it); none when
+    the value came from the file (or the check spans the whole config)."""
+    if not loc:
+        return []
+    node: Any = overrides
+    for part in loc:
+        if not isinstance(node, Mapping) or part not in node:
+            return []
+        node = node[part]
+
+    def names(prefix: list[str], value: Any) -> list[str]:
+        if isinstance(value, Mapping) and value:
+            return [n for k, v in value.items() for n in names([*prefix, k], v)]
+        return [ENV_PREFIX + "__".join(p.upper() for p in prefix)]
+
+    return sorted(names(loc, node))
+
+
+def _did_you_mean(loc: list[str]) -> str:
+    """`` (did you mean `leave_grace`?)`` for a misspelt key at ``loc``, by the fields
+    of the section it was found in."""
+    model: Any = Config
+    for part in loc[:-1]:
+        if part.isdigit():
+            continue  # a list index (groups[0])
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return ""
+        model = _section_of(field.annotation)
+        if model is None:
+            return ""
+    known = list(getattr(model, "model_fields", {}))
+    close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
+    return f" (did you mean `{close[0]}`?)" if close else f" (known: {', '.join(known)})"
+
+
+def _section_of(annotation: Any) -> Any:
+    """The model class inside ``Section`` or ``list[Section]``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _section_of(arg)
+        if found is not None:
+            return found
+    return None

@@ -38,6 +38,7 @@ from controller.runtime.metadata_watch import watch_metadata
 from controller.runtime.metrics import Metrics
 from controller.runtime.ownership import Ownership
 from controller.runtime.replica_state import ManagedGroup, ReplicaState
+from controller.runtime.startup import reach, wait_connected
 from controller.runtime.trace import TraceRecorder
 from controller.wire.records import Presence
 
@@ -99,18 +100,18 @@ class Controller:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        """Reach the brokers (retrying for ``startup.timeout``), then start every part.
+        Raises ``UnreachableError`` when a broker never answered."""
         cfg = self.cfg
-        admin = AIOKafkaAdminClient(**client_options(cfg), client_id=cfg.kafka.client_id)
-        await admin.start()
-        try:
-            await ensure_compacted_topic(
-                admin,
-                cfg.assignments.name,
-                cfg.assignments.partitions,
-                cfg.assignments.replication_factor,
-            )
-        finally:
-            await admin.close()
+        began = time.monotonic()
+        await reach(
+            "Kafka",
+            cfg.kafka.bootstrap_servers,
+            self._ensure_assignments_topic,
+            cfg.startup.timeout,
+            "check kafka.bootstrap_servers, kafka.security_protocol and that the brokers "
+            "run (`ballast dev up` starts local ones)",
+        )
         self.metrics.connected.labels("kafka").set(1)
         await self._publisher.start()
         sink = Sink(self._seen, self._gone, frozenset(g.name for g in cfg.groups))
@@ -135,10 +136,30 @@ class Controller:
         if cfg.lag.source == "topic":
             self._spawn(self._lag.read_topic, "lag-topic")
         if isinstance(self._membership, MqttPresence):
-            await asyncio.wait_for(self._membership.connected.wait(), timeout=30)
+            await wait_connected(
+                "MQTT",
+                f"{cfg.mqtt.host}:{cfg.mqtt.port}",
+                self._membership.connected,
+                max(cfg.startup.timeout - (time.monotonic() - began), 1.0),
+                "check mqtt.host, mqtt.port, mqtt.tls and that the broker runs",
+            )
         self._started = True
         self._show_ready()
         log.info("ready", groups=sorted(self.groups), replica=self.replica, ha=cfg.ha.enabled)
+
+    async def _ensure_assignments_topic(self) -> None:
+        cfg = self.cfg
+        admin = AIOKafkaAdminClient(**client_options(cfg), client_id=cfg.kafka.client_id)
+        try:
+            await admin.start()
+            await ensure_compacted_topic(
+                admin,
+                cfg.assignments.name,
+                cfg.assignments.partitions,
+                cfg.assignments.replication_factor,
+            )
+        finally:
+            await admin.close()
 
     @property
     def ready(self) -> bool:

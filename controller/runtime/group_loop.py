@@ -164,10 +164,13 @@ class GroupLoop:
             m.moved.labels(g.name, "lag").inc(r.moved_for_lag)
         m.rebalance_latency.labels(g.name).observe(done - r.first_event_at)
         m.event_to_publish.labels(g.name).observe(done - max(r.due_at, r.first_event_at))
+        generation = plan.generation if plan else g.state.reconciler.generation
+        g.recent.append((time.time(), generation, r))
+        trigger = r.lag_trigger
         log.info(
             "rebalance",
             group=g.name,
-            generation=plan.generation if plan else g.state.reconciler.generation,
+            generation=generation,
             reason=",".join(r.reasons),
             moved=r.moved,
             moved_for_lag=r.moved_for_lag,
@@ -177,6 +180,15 @@ class GroupLoop:
             duration_ms=round((done - started) * 1000, 3),
             latency_ms=round((done - r.first_event_at) * 1000, 3),
             skew=round(g.state.engine.lag_skew(), 3),
+            **(
+                {}
+                if trigger is None
+                else {
+                    "lag_trigger_member": trigger.member,
+                    "lag_trigger_lag": trigger.lag,
+                    "lag_trigger_bound": round(trigger.bound, 1),
+                }
+            ),
         )
 
 

@@ -1,25 +1,74 @@
-"""The read-only view of a led group the HTTP API serves."""
+"""The read-only views of led groups the HTTP API serves (and ``ballast status`` and
+``ballast describe`` show)."""
 
 from __future__ import annotations
+
+import time
 
 from controller.runtime.replica_state import ManagedGroup
 
 
+def group_summary(g: ManagedGroup) -> dict[str, object]:
+    """One row of ``GET /v1/groups``: O(members), never O(partitions)."""
+    state = g.state
+    member_lag = state.engine.member_lag()
+    return {
+        "generation": state.reconciler.generation,
+        "controller_epoch": g.epoch,
+        "members": state.engine.member_count(),
+        "partitions": len(state.reconciler.owner),
+        "revoking": state.reconciler.revoking(),
+        "settled": state.settled(),
+        "paused": state.paused,
+        "drained": len(state.drained),
+        "total_lag": sum(member_lag.values()),
+        "max_member_lag": max(member_lag.values(), default=0),
+        "lag_skew": state.engine.lag_skew(),
+    }
+
+
+def member_state(g: ManagedGroup, member: str) -> str:
+    """``drained``, ``leave-grace``, ``gone`` (no presence, not yet departed), ``applying``
+    (has not confirmed the current generation) or ``active``."""
+    state = g.state
+    if member in state.drained:
+        return "drained"
+    if member in state.grace:
+        return "leave-grace"
+    if member not in state.presence:
+        return "gone"
+    if state.reconciler.acked.get(member, -1) < state.reconciler.generation:
+        return "applying"
+    return "active"
+
+
 def group_view(g: ManagedGroup) -> dict[str, object]:
-    """``GET /groups/<group>``: members, grants, targets, handoffs and quality."""
+    """``GET /v1/groups/<group>``: members, grants, targets, handoffs and quality."""
     engine = g.state.engine
     member_lag = engine.member_lag()
     granted = g.state.reconciler.granted
-    members = {}
-    for member, topics in engine.members.items():
+    now = time.monotonic()
+    subscribed = engine.members
+    # A drained member is out of the engine but present: it is listed, with no target.
+    for member in g.state.drained:
         p = g.state.presence.get(member)
+        if p is not None and member not in subscribed:
+            subscribed[member] = frozenset(p.topics)
+    members = {}
+    for member, topics in sorted(subscribed.items()):
+        p = g.state.presence.get(member)
+        heard = g.state.heard.get(member)
         members[member] = {
             "topics": sorted(topics),
+            "state": member_state(g, member),
             "live": p is not None,
             "in_leave_grace": member in g.state.grace,
             "applied_generation": g.state.reconciler.acked.get(member, -1),
+            "last_heard_seconds_ago": None if heard is None else round(now - heard, 3),
             "granted": [[tp.topic, tp.partition] for tp in sorted(granted.get(member, ()))],
-            "target": [[tp.topic, tp.partition] for tp in engine.partitions_of(member)],
+            "target": [[tp.topic, tp.partition] for tp in engine.partitions_of(member)]
+            if engine.topics_of(member) is not None
+            else [],
             "lag": member_lag.get(member, 0),
             "rack": p.rack if p else None,
         }
@@ -28,7 +77,21 @@ def group_view(g: ManagedGroup) -> dict[str, object]:
         "group": g.name,
         "generation": g.state.reconciler.generation,
         "controller_epoch": g.epoch,
+        "paused": g.state.paused,
+        "drained": sorted(g.state.drained),
         "members": members,
+        "recent_rebalances": [
+            {
+                "at": round(at, 3),
+                "generation": generation,
+                "reasons": list(r.reasons),
+                "moved": r.moved,
+                "moved_for_lag": r.moved_for_lag,
+                "lag_trigger": r.lag_trigger._asdict() if r.lag_trigger else None,
+                "why": r.why(),
+            }
+            for at, generation, r in g.recent
+        ],
         "revoking": [
             {
                 "partition": [tp.topic, tp.partition],
@@ -42,5 +105,11 @@ def group_view(g: ManagedGroup) -> dict[str, object]:
             "total_lag": sum(member_lag.values()),
             "max_member_lag": max(member_lag.values(), default=0),
             "lag_skew": engine.lag_skew(),
+            # The best largest member lag any assignment could reach: what the lag
+            # policy's trigger_ratio and target_ratio multiply.
+            "lag_bound": max(
+                -(-sum(member_lag.values()) // max(len(member_lag), 1)),
+                max(engine.lag().values(), default=0),
+            ),
         },
     }

@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from controller import logs
 from controller.runtime.daemon import Controller
+from controller.runtime.group_view import group_summary
 
 log = logs.get("ballast.http")
 
@@ -31,22 +32,15 @@ def build_app(controller: Controller) -> web.Application:
         return web.json_response({"ready": ready}, status=200 if ready else 503)
 
     async def groups(_: web.Request) -> web.Response:
-        out = {
-            name: {
-                "generation": g.state.reconciler.generation,
-                "controller_epoch": g.epoch,
-                "members": g.state.engine.member_count(),
-                "revoking": g.state.reconciler.revoking(),
-                "settled": g.state.settled(),
-            }
-            for name, g in sorted(controller.groups.items())
-        }
-        return web.json_response({"groups": out})
+        out = {name: group_summary(g) for name, g in sorted(controller.groups.items())}
+        return web.json_response({"replica": controller.replica, "groups": out})
 
     async def group(request: web.Request) -> web.Response:
         name = request.match_info["group"]
         if name not in controller.groups:
-            return web.json_response({"error": f"no group {name!r}"}, status=404)
+            return web.json_response(
+                {"error": f"this replica does not lead a group {name!r}"}, status=404
+            )
         return web.json_response(controller.group_view(name))
 
     async def leadership(_: web.Request) -> web.Response:

@@ -16,11 +16,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaConnectionError, KafkaError
 from aiokafka.helpers import create_ssl_context
 
 from assignors import TopicPartition
 from controller.core.handoff import Outgoing
+from controller.errors import InputError
 from controller.runtime.config import Config
 from controller.wire.assignments import EPOCH_HEADER, GENERATION_HEADER, log_entry
 from controller.wire.fencing import AssignmentView
@@ -57,8 +58,10 @@ def client_options(cfg: Config) -> dict[str, Any]:
     return opts
 
 
-class TopicConfigError(RuntimeError):
-    """The assignments topic exists but cannot be used as it is."""
+class TopicConfigError(InputError):
+    """The brokers cannot serve Ballast as configured: a topic it needs exists but cannot
+    be used as it is, or they refuse the producer it asks for (the message says how to fix
+    it). Like a bad config, it stops start-up with one line and exit code 2."""
 
 
 async def ensure_compacted_topic(
@@ -137,7 +140,11 @@ async def _assigned_reader(
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
-    await consumer.start()
+    try:
+        await consumer.start()
+    except BaseException:
+        await consumer.stop()  # a failed start leaves its client open
+        raise
     partitions = consumer.partitions_for_topic(topic)
     if partitions is None:
         await consumer.topics()
@@ -223,7 +230,21 @@ class AssignmentPublisher:
         )
 
     async def start(self) -> None:
-        await self._producer.start()
+        try:
+            await self._producer.start()
+        except KafkaConnectionError:
+            raise
+        except KafkaError as exc:
+            await self._producer.stop()
+            if not (self._cfg.kafka.idempotent_producer or self._transactional):
+                raise
+            # Starting an idempotent or transactional producer asks the brokers for a
+            # producer id (InitProducerId); brokers without it fail here, not later.
+            raise TopicConfigError(
+                f"the brokers refused a producer id ({exc}): set kafka.idempotent_producer: "
+                "false (and no ha.transactional_id_prefix), or use brokers that support "
+                "idempotent producers (the embedded Tansu does not)"
+            ) from None
 
     async def stop(self) -> None:
         await self._producer.stop()

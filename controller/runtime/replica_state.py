@@ -4,12 +4,15 @@ has heard of every configured group's members, led or not."""
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from dataclasses import dataclass, field
 
 from assignors import TopicPartition
-from controller.core.group import GroupState
+from controller.core.group import GroupState, Rebalance
 from controller.runtime.kafka_io import OffsetReader
 from controller.wire.records import Presence
+
+RECENT_REBALANCES = 20
 
 
 @dataclass
@@ -23,6 +26,11 @@ class ManagedGroup:
     revoked_at: dict[TopicPartition, float] = field(default_factory=dict)
     publishing: bool = False
     warned_topics: set[str] = field(default_factory=set)
+    #: The latest rebalances (wall-clock time, generation, what it decided), newest last,
+    #: for the group view: why partitions moved.
+    recent: deque[tuple[float, int, Rebalance]] = field(
+        default_factory=lambda: deque(maxlen=RECENT_REBALANCES)
+    )
 
 
 @dataclass

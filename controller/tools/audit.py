@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from assignors import TopicPartition
+from controller import logs
+from controller.errors import UnreachableError
 from controller.wire.fencing import AssignmentView, Order, Verdict
 from controller.wire.records import Logged, LoggedFence, LoggedRecord
 
@@ -133,8 +135,17 @@ async def run_audit(
     from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415 - I/O kept out of the pure part
 
     from controller.runtime.kafka_io import read_assignment_log  # noqa: PLC0415
+    from controller.runtime.startup import NOT_REACHABLE, reason  # noqa: PLC0415
 
-    logged = await read_assignment_log({"bootstrap_servers": bootstrap}, topic, "ballast-audit")
+    try:
+        with logs.quiet("aiokafka"):
+            logged = await read_assignment_log(
+                {"bootstrap_servers": bootstrap}, topic, "ballast-audit"
+            )
+    except NOT_REACHABLE as exc:
+        raise UnreachableError(
+            f"cannot reach Kafka at {bootstrap}: {reason(exc)}; check --bootstrap"
+        ) from None
     names = sorted(groups or {r.group for r in logged})
     topics = sorted(
         {t for r in logged if isinstance(r, LoggedRecord) and r.record for t in r.record.topics}

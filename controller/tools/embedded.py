@@ -108,17 +108,20 @@ class BrokerProcess:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20.0) -> BrokerProcess:
+    def start(self, timeout: float = 20.0, outlive_parent: bool = False) -> BrokerProcess:
+        """``outlive_parent``: keep running after we exit (``ballast dev up``); otherwise
+        the broker gets SIGTERM when its parent dies."""
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             self.argv,
+            stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, **self.env},
             start_new_session=True,  # Ctrl-C in a terminal goes to us, not straight to it
             # The child only calls prctl through an already-loaded libc: nothing that could
             # deadlock on a lock another thread held at fork time.
-            preexec_fn=_die_with_parent,  # noqa: PLW1509
+            preexec_fn=None if outlive_parent else _die_with_parent,  # noqa: PLW1509
         )
         log.close()
         try:

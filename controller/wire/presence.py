@@ -5,8 +5,10 @@ clears it when the member's connection dies without DISCONNECT."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiomqtt
+import paho.mqtt.client as mqtt
 
 
 def member_client(
@@ -21,7 +23,7 @@ def member_client(
     """An MQTT client for a member: its Will clears the member's retained presence, so
     the broker reports the member gone when the connection dies without DISCONNECT."""
     auth = auth or MqttAuth()
-    return aiomqtt.Client(
+    return _MemberClient(
         host,
         port,
         identifier=identifier,
@@ -31,6 +33,33 @@ def member_client(
         password=auth.password,
         tls_params=auth.tls,
     )
+
+
+class _MemberClient(aiomqtt.Client):
+    """aiomqtt 2.x registers paho's socket for writing with ``call_soon_threadsafe(
+    add_writer, fd, ...)``. When the socket closes before the loop runs that (a leave's
+    DISCONNECT right after its last publish, or ``ManagedConsumer.abort``), asyncio logs
+    an error with a traceback for a closed descriptor. The write would go nowhere, so a
+    registration for a socket that is no longer open is skipped."""
+
+    def _on_socket_register_write(
+        self,
+        client: mqtt.Client,
+        userdata: Any,
+        sock: Any,
+    ) -> None:
+        def write() -> None:
+            try:
+                client.loop_write()
+            except Exception as exc:  # as aiomqtt: a broken link ends the session
+                if not self._disconnected.done():
+                    self._disconnected.set_exception(exc)
+
+        def register(fd: int) -> None:
+            if fd != -1 and sock.fileno() == fd:
+                self._loop.add_writer(fd, write)
+
+        self._loop.call_soon_threadsafe(register, sock.fileno())
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from assignors import (
     IncrementalAssignor,
+    LagTrigger,
     LagUpdated,
     MemberJoined,
     MemberLeft,
@@ -157,6 +158,18 @@ def test_lag_spike_is_rebalanced_with_count_balance_kept() -> None:
     assert lags["a"] == lags["b"] == 100_000
     assert change.moved == change.moved_for_lag == 2
     assert [len(v) for v in eng.assignment().values()] == [4, 4]
+    # Why: a held 200 000 against a bound of 100 000 (the mean of the two members).
+    assert change.lag_trigger == LagTrigger("a", 200_000, 100_000.0)
+
+
+def test_no_lag_trigger_without_lag_moves() -> None:
+    ppt = {"t": 8}
+    subs = {"a": ["t"], "b": ["t"]}
+    eng, _ = IncrementalAssignor.from_snapshot(
+        ppt, subs, lag={TopicPartition("t", p): 10_000 for p in range(8)}
+    )
+    assert eng.apply([LagUpdated({})]).lag_trigger is None
+    assert eng.apply([MemberJoined("c", frozenset({"t"}))]).lag_trigger is None
 
 
 def test_lag_skew_is_the_peak_member_lag_over_the_mean() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 import uuid
 from pathlib import Path
@@ -22,12 +23,15 @@ from controller.tools import embedded
 from controller.wire.records import OffsetSample, partition_key
 from tests.brokers import make_config
 from tests.controller.runtime.test_controller import fleet_for, running
+from tests.prometheus import PIPELINE_ROW, panel_queries, start_prometheus
+from tests.prometheus import query as prom_query
 
 pytest.importorskip("pyspark", reason="the pipeline extra is not installed")
 
 from pyspark.sql import SparkSession
 
 from pipeline import lagjob
+from pipeline.progress import ProgressReporter
 
 pytestmark = pytest.mark.integration
 
@@ -78,6 +82,10 @@ async def test_samples_to_spark_to_the_controllers_lag_view(  # noqa: PLR0917
         await producer.stop()
     p0 = TopicPartition(topic, 0)
     await _commit(kafka, group, {KafkaTP(topic, 0): 10})
+    # The job's metrics, scraped by a real Prometheus: the dashboard's pipeline row.
+    metrics_port = embedded.free_port()
+    reporter = ProgressReporter.install(spark, metrics_port)
+    prom, prom_port = start_prometheus(tmp_path, metrics_port, rules=False)
     query = lagjob.start(spark, cfg, checkpoint=str(tmp_path / "checkpoint"))
     try:
         async with running(cfg) as ctl, fleet_for(kafka, mqtt, group) as fleet:
@@ -91,8 +99,19 @@ async def test_samples_to_spark_to_the_controllers_lag_view(  # noqa: PLR0917
             await fleet.wait_for(lambda: state.lag.get(p0) == 5 or not query.isActive, 90)
             assert query.isActive
             assert ctl.metrics.invalid.labels("lag")._value.get() == 0
+            await asyncio.sleep(3)  # a few scrapes after the last batch
+            missing = [
+                f"{title}: {expr}"
+                for title, expr in panel_queries(rows={PIPELINE_ROW})
+                if not any(math.isfinite(float(r["value"][1])) for r in prom_query(prom_port, expr))
+            ]
+            assert panel_queries(rows={PIPELINE_ROW})
+            assert not missing, "pipeline panels without data:\n" + "\n".join(missing)
     finally:
         query.stop()
+        reporter.close(spark)
+        prom.terminate()
+        prom.wait(20)
     assert query.exception() is None
 
 

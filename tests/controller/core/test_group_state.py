@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assignors import TopicPartition
-from controller.core.group import GroupState, GroupTuning, Recovered, RejectedError
+from assignors import LagTrigger, TopicPartition
+from controller.core.group import GroupState, GroupTuning, Rebalance, Recovered, RejectedError
 from controller.core.handoff import Outgoing, Plan
 from controller.wire.records import Presence
 
@@ -498,3 +498,32 @@ def test_an_empty_groups_first_rebalance_waits_for_joins_to_stop() -> None:
     join("e", 10.0)
     join("f", 10.5)
     assert group.next_wakeup() == 11.0  # a group with members: the first event's delay
+
+
+def test_a_rebalance_says_why_it_moved_for_lag() -> None:
+    """The operator's "why did it move": reasons, moves, and for lag moves whose lag
+    passed the trigger and how far past the bound (``ballast describe``, the demo)."""
+    base = {"changed_members": 2, "first_event_at": 0.0, "due_at": 0.0, "assign_seconds": 0.0}
+    lag = Rebalance(
+        reasons=("lag",),
+        moved=2,
+        moved_for_lag=2,
+        lag_trigger=LagTrigger("m2", 4100, 1000.0),
+        **base,  # type: ignore[arg-type]
+    )
+    assert (
+        lag.why()
+        == "lag: 2 member(s) changed, moved 2 for lag: m2 was 4.1x the bound (lag 4100, best possible largest 1000)"
+    )
+    mixed = Rebalance(
+        reasons=("join", "lag"),
+        moved=5,
+        moved_for_lag=2,
+        lag_trigger=LagTrigger("m2", 4100, 1000.0),
+        **base,  # type: ignore[arg-type]
+    )
+    assert mixed.why().startswith(
+        "join,lag: 2 member(s) changed, moved 5, 2 of them for lag: m2 was 4.1x"
+    )
+    plain = Rebalance(reasons=("leave",), moved=3, moved_for_lag=0, **base)  # type: ignore[arg-type]
+    assert plain.why() == "leave: 2 member(s) changed, moved 3"

@@ -29,6 +29,11 @@ def test_environment_overrides_and_durations() -> None:
             "BALLAST_REBALANCE__LEAVE_GRACE": "2m",
             "BALLAST_KAFKA__IDEMPOTENT_PRODUCER": "false",
             "UNRELATED": "x",
+            # Not overrides: the operator commands' settings, a test's and fault points'.
+            "BALLAST_URL": "http://ballast:8080",
+            "BALLAST_TOKEN_FILE": "/run/secrets/token",
+            "BALLAST_DASHBOARD_PNG": "/tmp/x.png",
+            "BALLAST_FAULT_POINTS": "x",
         },
     )
     assert cfg.kafka.bootstrap_servers == "broker:9093"
@@ -47,7 +52,27 @@ def test_environment_overrides_and_durations() -> None:
             {},
             "rebalance.delay: Value error, not a duration: 'soon'",
         ),
-        ("groups: [{name: a}]\nrebalanse: {}", {}, "rebalanse: Extra inputs are not permitted"),
+        (
+            "groups: [{name: a}]\nrebalanse: {}",
+            {},
+            "rebalanse: unknown key (did you mean `rebalance`?)",
+        ),
+        (
+            "groups: [{name: a}]\nrebalance: {leave_grase: 1s}",
+            {},
+            "rebalance.leave_grase: unknown key (did you mean `leave_grace`?)",
+        ),
+        (
+            "groups: [{name: a, comit_group: x}]",
+            {},
+            "groups.0.comit_group: unknown key (did you mean `commit_group`?)",
+        ),
+        ("groups: [{name: a}]\nhttp: {zzz: 1}", {}, "http.zzz: unknown key (known: host, port,"),
+        (
+            "groups: [{name: a}]",
+            {"BALLAST_REBALANSE__MAX_MOVES": "3"},
+            "environment BALLAST_REBALANSE__MAX_MOVES: rebalanse: unknown key (did you mean `rebalance`?)",
+        ),
         (
             "groups: [{name: a}]\nmqtt: {port: 70000}",
             {},
@@ -56,7 +81,7 @@ def test_environment_overrides_and_durations() -> None:
         (
             "groups: [{name: a}]",
             {"BALLAST_LAG__SOURCE": "magic"},
-            "lag.source: Input should be 'poll', 'topic' or 'none' (from environment BALLAST_LAG__SOURCE)",
+            "environment BALLAST_LAG__SOURCE: lag.source: Input should be 'poll', 'topic' or 'none'",
         ),
         (
             "groups: [{name: a}]\nrebalance: {trigger_ratio: 1.1, target_ratio: 1.5}",
@@ -76,7 +101,8 @@ def test_bad_configs_name_the_key(
     with pytest.raises(InputError) as err:
         load_config(path, environ=env)
     assert expected in str(err.value)
-    assert str(path) in str(err.value)
+    # Each error names its true source: the file, or the environment variable.
+    assert (str(path) in str(err.value)) == (not env)
 
 
 def test_check_config_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

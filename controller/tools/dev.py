@@ -1,0 +1,194 @@
+"""``ballast dev up`` / ``ballast dev down``: the demo's embedded brokers, left running,
+with a controller config and an admin token that work against them. The path from the
+demo to running the controller (and a fleet) by hand.
+
+Everything lives in one directory (``.ballast-dev`` by default): the brokers' logs, their
+pids and ports (``state.json``), ``ballast.yaml`` and ``admin-token``. Nothing here is for
+production, which points Ballast at its own Kafka and MQTT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from controller.errors import InputError
+from controller.tools import embedded
+
+DEFAULT_DIR = Path(".ballast-dev")
+GROUP = "orders-fleet"
+TOPIC = "orders"
+
+
+@dataclass(frozen=True)
+class DevStack:
+    dir: Path
+    kafka_port: int
+    mqtt_port: int
+    http_port: int
+    pids: dict[str, int]
+
+    @property
+    def config(self) -> Path:
+        return self.dir / "ballast.yaml"
+
+    @property
+    def token_file(self) -> Path:
+        return self.dir / "admin-token"
+
+    def summary(self) -> str:
+        d = self.dir
+        k = f"127.0.0.1:{self.kafka_port}"
+        return "\n".join(
+            [
+                f"kafka   {k}  (Tansu, pid {self.pids['tansu']}, logs in {d})",
+                f"mqtt    127.0.0.1:{self.mqtt_port}  (amqtt, pid {self.pids['amqtt']})",
+                f"topic   {TOPIC} (12 partitions), consumed by group {GROUP}",
+                f"config  {self.config}",
+                "",
+                "next:",
+                f"  ballast run --config {self.config}",
+                f"  ballast worker --bootstrap {k} --mqtt-port {self.mqtt_port} "
+                f"--group {GROUP} --topic {TOPIC} --member w1 --out {d}/w1.log",
+                f"  export BALLAST_URL=http://127.0.0.1:{self.http_port} "
+                f"BALLAST_TOKEN_FILE={self.token_file}",
+                "  ballast status",
+                "stop the brokers:",
+                "  ballast dev down",
+            ]
+        )
+
+
+def _state_file(directory: Path) -> Path:
+    return directory / "state.json"
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def up(directory: Path, kafka_port: int, mqtt_port: int, http_port: int) -> DevStack:
+    """Start both brokers (detached), create the demo topic, write config and token."""
+    existing = find(directory)
+    if existing is not None and running(existing):
+        raise InputError(f"{directory}: brokers already running (`ballast dev down` stops them)")
+    for name, port in (("--kafka-port", kafka_port), ("--mqtt-port", mqtt_port)):
+        if not _port_free(port):
+            raise InputError(f"{name} {port}: the port is in use; pick another")
+    directory.mkdir(parents=True, exist_ok=True)
+    kafka = embedded.tansu(directory, kafka_port).start(outlive_parent=True)
+    try:
+        mqtt = embedded.amqtt(directory, mqtt_port).start(outlive_parent=True)
+    except BaseException:
+        kafka.stop()
+        raise
+    assert kafka.proc is not None
+    assert mqtt.proc is not None
+    stack = DevStack(
+        directory,
+        kafka.port,
+        mqtt.port,
+        http_port,
+        {"tansu": kafka.proc.pid, "amqtt": mqtt.proc.pid},
+    )
+    try:
+        asyncio.run(embedded.create_topics(kafka.address, {TOPIC: 12}))
+    except BaseException:
+        down(stack)
+        raise
+    _state_file(directory).write_text(
+        json.dumps(
+            {
+                "kafka_port": kafka.port,
+                "mqtt_port": mqtt.port,
+                "http_port": http_port,
+                "pids": stack.pids,
+            }
+        )
+        + "\n"
+    )
+    stack.token_file.write_text(secrets.token_urlsafe(24) + "\n")
+    stack.token_file.chmod(0o600)
+    stack.config.write_text(
+        "# Written by `ballast dev up` for its embedded brokers; config/ballast.yaml documents\n"
+        "# every key.\n"
+        f'kafka: {{bootstrap_servers: "127.0.0.1:{kafka.port}", idempotent_producer: false}}\n'
+        f"mqtt: {{host: 127.0.0.1, port: {mqtt.port}}}\n"
+        f"groups: [{{name: {GROUP}}}]\n"
+        f"http: {{host: 127.0.0.1, port: {http_port},\n"
+        f"       admin_token_file: {stack.token_file.resolve()}}}\n"
+        "startup: {timeout: 30s}\n"
+    )
+    return stack
+
+
+def find(directory: Path) -> DevStack | None:
+    """The brokers ``up`` recorded in ``directory``; None when it recorded none."""
+    path = _state_file(directory)
+    if not path.exists():
+        return None
+    try:
+        raw = json.loads(path.read_text())
+        return DevStack(
+            directory,
+            int(raw["kafka_port"]),
+            int(raw["mqtt_port"]),
+            int(raw["http_port"]),
+            {str(k): int(v) for k, v in raw["pids"].items()},
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InputError(f"{path}: unreadable ({exc}); remove it and stop the brokers") from None
+
+
+def _ours(pid: int) -> bool:
+    """The pid still runs one of our brokers (and was not reused by something else)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"tansu" in cmdline or b"amqtt" in cmdline
+
+
+def running(stack: DevStack) -> bool:
+    return any(_ours(pid) for pid in stack.pids.values())
+
+
+def down(stack: DevStack, timeout: float = 10.0) -> list[str]:
+    """SIGTERM each broker still running, SIGKILL after ``timeout``; the state file goes."""
+    stopped = []
+    for name, pid in sorted(stack.pids.items()):
+        if not _ours(pid):
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        stopped.append(f"{name} (pid {pid})")
+    _state_file(stack.dir).unlink(missing_ok=True)
+    return stopped
+
+
+def _alive(pid: int) -> bool:
+    """Running and not a zombie (ours are reaped by init once we are gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

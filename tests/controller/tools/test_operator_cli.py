@@ -1,0 +1,163 @@
+"""The README's path from the demo to a real controller, as a user walks it: ``ballast dev
+up`` leaves brokers running, ``ballast run`` with the config it wrote, a fleet joins, and
+the operator commands (``status``, ``describe``, ``pause``, ``resume``, ``rebalance``,
+``drain``, ``undrain``) see and act on the running daemon, with the token from a file."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.tools import dev, embedded
+from controller.tools.simfleet import Fleet
+
+pytestmark = pytest.mark.integration
+
+BIN = str(Path(sys.executable).parent / "ballast")
+
+
+def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [BIN, *args], capture_output=True, text=True, timeout=60, check=False, env=env
+    )
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr[-3000:]
+    return result
+
+
+def as_json(result: subprocess.CompletedProcess[str]) -> Any:
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+async def test_dev_up_run_and_operate(tmp_path: Path) -> None:
+    state = tmp_path / "dev"
+    http_port = embedded.free_port()
+    up = subprocess.run(
+        [
+            BIN,
+            "dev",
+            "up",
+            "--dir",
+            str(state),
+            "--kafka-port",
+            str(embedded.free_port()),
+            "--mqtt-port",
+            str(embedded.free_port()),
+            "--http-port",
+            str(http_port),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert up.returncode == 0, up.stderr
+    stack = dev.find(state)
+    assert stack is not None
+    assert dev.running(stack)
+    assert f"ballast run --config {state}/ballast.yaml" in up.stdout
+    # A second `up` refuses instead of starting twice.
+    again = subprocess.run(
+        [BIN, "dev", "up", "--dir", str(state)], capture_output=True, text=True, check=False
+    )
+    assert again.returncode == 2
+    assert "already running" in again.stderr
+
+    # The embedded Tansu answers InitProducerId with an error: asking it for an idempotent
+    # producer is one line naming the key to change, exit 2 (not a traceback).
+    refused = cli(
+        "run", "--config", str(stack.config),
+        env={**os.environ, "BALLAST_KAFKA__IDEMPOTENT_PRODUCER": "true", "BALLAST_LOGGING__FORMAT": "json"},
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    (failed,) = [
+        e for e in map(json.loads, refused.stderr.splitlines()) if e["event"] == "startup_failed"
+    ]
+    assert "kafka.idempotent_producer: false" in failed["error"]
+
+    env = {**os.environ, "BALLAST_URL": f"http://127.0.0.1:{http_port}"}
+    env.pop("BALLAST_TOKEN", None)
+    env.pop("BALLAST_TOKEN_FILE", None)
+    with_token = {**env, "BALLAST_TOKEN_FILE": str(stack.token_file)}
+    log = (tmp_path / "daemon.log").open("w")
+    daemon = subprocess.Popen(
+        [BIN, "run", "--config", str(stack.config)], stderr=log, stdout=subprocess.DEVNULL
+    )
+    fleet = Fleet(f"127.0.0.1:{stack.kafka_port}", stack.mqtt_port, dev.GROUP)
+    try:
+        await embedded.wait_until_ready(http_port, proc=daemon)
+        await fleet.start()
+        for member in ("a", "b"):
+            await fleet.join(member, [dev.TOPIC])
+        await fleet.wait_for(
+            lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [6, 6]
+        )
+
+        status = await asyncio.to_thread(lambda: as_json(cli("status", "-o", "json", env=env)))
+        group = status["groups"][dev.GROUP]
+        assert (group["members"], group["partitions"], group["revoking"]) == (2, 12, 0)
+        assert status["replica"]
+        table = cli("status", "-o", "table", env=env).stdout
+        assert table.splitlines()[1].split()[:2] == ["GROUP", "GENERATION"]
+        assert dev.GROUP in table
+        view = as_json(cli("describe", dev.GROUP, "-o", "json", env=env))
+        assert sorted(view["members"]) == ["a", "b"]
+        assert {m["state"] for m in view["members"].values()} == {"active"}
+        described = cli("describe", dev.GROUP, "--partitions", "-o", "table", env=env).stdout
+        assert "MEMBER" in described
+        assert "TOPIC" in described
+
+        # Actions need the token; without it: one line, exit 4, and what to set.
+        denied = cli("drain", dev.GROUP, "a", env=env)
+        assert denied.returncode == 4
+        assert "BALLAST_TOKEN_FILE" in denied.stderr
+        assert denied.stderr.count("\n") == 1
+        drained = as_json(cli("drain", dev.GROUP, "a", "-o", "json", env=with_token))
+        assert drained["drained"] == ["a"]
+        await fleet.wait_for(lambda: len(fleet.members["a"].partitions) == 0, timeout=30)
+        view = as_json(cli("describe", dev.GROUP, "-o", "json", env=env))
+        assert view["members"]["a"]["state"] == "drained"
+        assert view["recent_rebalances"][-1]["reasons"] == ["drain"]
+        assert (
+            "drain: 2 member(s) changed"
+            in cli("describe", dev.GROUP, "-o", "table", env=env).stdout
+        )
+        assert cli("undrain", dev.GROUP, "a", env=with_token).returncode == 0
+        await fleet.wait_for(
+            lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [6, 6], timeout=30
+        )
+        for action in ("pause", "resume", "rebalance"):
+            done = cli(action, dev.GROUP, "-o", "table", env=with_token)
+            assert done.returncode == 0, done.stderr
+            assert dev.GROUP in done.stdout
+
+        unknown = cli("describe", "nope", env=env)
+        assert unknown.returncode == 4
+        assert "does not lead a group 'nope'" in unknown.stderr
+        not_member = cli("drain", dev.GROUP, "ghost", env=with_token)
+        assert not_member.returncode == 4
+        assert "no member 'ghost'" in not_member.stderr
+        wrong = cli("status", "--url", f"http://127.0.0.1:{http_port}/elsewhere", env=env)
+        assert wrong.returncode == 4
+        assert "not a Ballast controller API" in wrong.stderr
+    finally:
+        await fleet.stop()
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(30)
+        log.close()
+        down = subprocess.run(
+            [BIN, "dev", "down", "--dir", str(state)], capture_output=True, text=True, check=False
+        )
+    assert daemon.returncode == 0  # SIGTERM: a clean drain
+    assert down.returncode == 0
+    assert "stopped" in down.stdout
+    assert not dev.running(stack)
+    assert dev.find(state) is None
