@@ -69,11 +69,12 @@ T = TypeVar("T")
 
 _CONSUMER_SETTINGS = frozenset(inspect.signature(AIOKafkaConsumer).parameters) - {"loop"}
 _PRODUCER_SETTINGS = frozenset(inspect.signature(AIOKafkaProducer).parameters) - {"loop"}
-#: ``kafka.<name>`` options: aiokafka's settings, dots for underscores (``kafka.ssl.cafile``
-#: and friends build the TLS context).
-_CLIENT_SETTINGS = (
-    _CONSUMER_SETTINGS | _PRODUCER_SETTINGS | {"ssl_cafile", "ssl_certfile", "ssl_keyfile"}
-) - {"ssl_context"}
+#: ``kafka.<name>`` options: aiokafka's settings, dots for underscores (``kafka.ssl.cafile``,
+#: ``certfile``, ``keyfile`` and ``password`` build the TLS context).
+_TLS_FILES = ("cafile", "certfile", "keyfile", "password")
+_CLIENT_SETTINGS = (_CONSUMER_SETTINGS | _PRODUCER_SETTINGS | {f"ssl_{f}" for f in _TLS_FILES}) - {
+    "ssl_context"
+}
 #: How long the driver waits for fetch replies when planning a batch; a partition that
 #: does not answer in time (e.g. its last offset is a transaction marker) keeps its
 #: ListOffsets end for this batch.
@@ -138,7 +139,7 @@ class KafkaOptions:
 
     def _config(self, accepted: frozenset[str]) -> dict[str, Any]:
         given = dict(self.client)
-        ssl = {f: given.pop(f"ssl_{f}", None) for f in ("cafile", "certfile", "keyfile")}
+        ssl = {f: given.pop(f"ssl_{f}", None) for f in _TLS_FILES}
         out = {k: v for k, v in given.items() if k in accepted}
         if any(ssl.values()) or out.get("security_protocol") in ("SSL", "SASL_SSL"):
             out["ssl_context"] = create_ssl_context(**ssl)

@@ -34,6 +34,7 @@ from controller.wire.records import (
 )
 
 from . import lagmath
+from .connection import kafka_options
 from .kafka_source import NAME as PYTHON_KAFKA
 from .progress import ProgressReporter
 from .session import session
@@ -241,10 +242,6 @@ def lag_records(
         )
     )
     return out.where("emit").select("key", "value")
-
-
-def kafka_options(cfg: Config) -> dict[str, str]:
-    return {"kafka.bootstrap.servers": cfg.kafka.bootstrap_servers}
 
 
 def start(spark: SparkSession, cfg: Config, checkpoint: str | None = None) -> StreamingQuery:

@@ -11,6 +11,11 @@ from pyspark.sql import SparkSession
 
 from .kafka_source import KafkaDataSource
 
+#: Options whose values Spark replaces with ``*********(redacted)`` in plans, ``explain``
+#: and the UI: beside Spark's own (``spark.redaction.regex``: secret, password, token),
+#: the native connector's JAAS line and inline key (``pipeline/connection.py``).
+REDACTED_OPTIONS = r"(?i)url|password|secret|token|jaas|keystore\.key"
+
 
 def session(master: str = "local[2]", shuffle_partitions: int = 4) -> SparkSession:
     # Python workers must be this interpreter (the venv with Ballast installed), and a
@@ -31,6 +36,7 @@ def session(master: str = "local[2]", shuffle_partitions: int = 4) -> SparkSessi
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.redaction.options.regex", REDACTED_OPTIONS)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")

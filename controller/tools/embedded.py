@@ -151,10 +151,19 @@ class BrokerProcess:
         self.stop()
 
 
-def tansu(workdir: Path, port: int | None = None, storage: str | None = None) -> BrokerProcess:
+def tansu(
+    workdir: Path,
+    port: int | None = None,
+    storage: str | None = None,
+    advertised_port: int | None = None,
+) -> BrokerProcess:
+    """``advertised_port``: the port clients are told to use (a TLS proxy in front of
+    this plaintext listener); by default the listener's own."""
     port = port or free_port()
     url = f"tcp://127.0.0.1:{port}"
-    argv = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url]
+    advertised = f"tcp://127.0.0.1:{advertised_port or port}"
+    argv = [str(tansu_binary()), "broker", "--listener-url", url]
+    argv += ["--advertised-listener-url", advertised]
     if storage:
         argv += ["--storage-engine", storage]
     return BrokerProcess("tansu", port, argv, workdir / f"tansu-{port}.log")

@@ -191,13 +191,11 @@ async def _produce(kafka: embedded.BrokerProcess, topic: str, samples: list[Offs
         await producer.stop()
 
 
-async def _records(kafka: embedded.BrokerProcess, topic: str) -> list[dict[str, Any] | None]:
+async def lag_rows(topic: str, **client: Any) -> list[dict[str, Any] | None]:
+    """Every record on ``topic`` (JSON, None for a tombstone), in offset order; ``client``:
+    the connection settings (``bootstrap_servers`` and any TLS)."""
     consumer = AIOKafkaConsumer(
-        topic,
-        bootstrap_servers=kafka.address,
-        auto_offset_reset="earliest",
-        group_id=None,
-        enable_auto_commit=False,
+        topic, auto_offset_reset="earliest", group_id=None, enable_auto_commit=False, **client
     )
     await consumer.start()
     try:
@@ -242,12 +240,12 @@ async def test_restart_from_checkpoint_reads_on_and_keeps_state(
     ]
     await _produce(kafka, samples_topic, first)
     assert _drain(spark, cfg, tmp_path / "cp") == len(first)  # Spark: the session's thread
-    before = await _records(kafka, lag_topic)
+    before = await lag_rows(lag_topic, bootstrap_servers=kafka.address)
 
     second = [_sample(group, 0, 300, 400, now + 30)]
     await _produce(kafka, samples_topic, second)
     assert _drain(spark, cfg, tmp_path / "cp") == len(second)
-    after = await _records(kafka, lag_topic)
+    after = await lag_rows(lag_topic, bootstrap_servers=kafka.address)
     new = after[len(before) :]
     assert len(new) == 1
     assert new[0] is not None

@@ -26,6 +26,7 @@ from controller.client import ManagedConsumer
 from controller.tools import embedded
 from controller.wire.presence import MqttAuth
 from tests.brokers import start_daemon
+from tests.certs import server_cert
 
 pytestmark = pytest.mark.integration
 
@@ -50,60 +51,12 @@ class Mosquitto:
     ca: Path
 
 
-def _openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def mosquitto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mosquitto]:
     if not Path(MOSQUITTO).exists():
         pytest.fail("mosquitto is not installed (scripts/install-tools installs it)")
     d = tmp_path_factory.mktemp("mosquitto")
-    _openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=ballast-test-ca",
-        "-keyout",
-        str(d / "ca.key"),
-        "-out",
-        str(d / "ca.crt"),
-    )
-    _openssl(
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        "/CN=127.0.0.1",
-        "-keyout",
-        str(d / "server.key"),
-        "-out",
-        str(d / "server.csr"),
-    )
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    _openssl(
-        "x509",
-        "-req",
-        "-in",
-        str(d / "server.csr"),
-        "-CA",
-        str(d / "ca.crt"),
-        "-CAkey",
-        str(d / "ca.key"),
-        "-CAcreateserial",
-        "-days",
-        "2",
-        "-extfile",
-        str(d / "san.ext"),
-        "-out",
-        str(d / "server.crt"),
-    )
+    tls = server_cert(d)
     passwd = d / "passwd"
     passwd.touch()
     for user, password in PASSWORDS.items():
@@ -121,9 +74,9 @@ acl_file {d / "acl"}
 persistence false
 listener {port} 127.0.0.1
 listener {tls_port} 127.0.0.1
-cafile {d / "ca.crt"}
-certfile {d / "server.crt"}
-keyfile {d / "server.key"}
+cafile {tls.ca}
+certfile {tls.cert}
+keyfile {tls.key}
 """)
     os.chmod(passwd, 0o600)
     broker = embedded.BrokerProcess(
@@ -131,7 +84,7 @@ keyfile {d / "server.key"}
     )
     with broker.start():
         embedded.wait_for_port(tls_port, 10, broker.proc)
-        yield Mosquitto(port, tls_port, d / "ca.crt")
+        yield Mosquitto(port, tls_port, tls.ca)
 
 
 def _client(
