@@ -3,6 +3,7 @@ schemas, and reject bad values. helm comes from scripts/install-tools."""
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,12 +20,13 @@ CHART = ROOT / "helm" / "ballast"
 VALUES = Path(__file__).parent / "values"
 HELM = ROOT / ".tools" / "bin" / "helm"
 K8S_VERSION = "1.31"
-GOOD = [None, "servicemonitor.yaml", "full.yaml", "ha.yaml"]
+GOOD = [None, "servicemonitor.yaml", "full.yaml", "ha.yaml", "lag-job.yaml"]
 BAD = {
     "bad-replicas.yaml": "replicaCount",
     "bad-group.yaml": "groups",
     "bad-inline-secret.yaml": "kafkaPassword",
     "bad-secret-env.yaml": "secretEnv",
+    "bad-lag-job.yaml": "checkpoint",
 }
 
 
@@ -76,8 +78,11 @@ def test_rendered_config_is_a_valid_daemon_config(name: str | None, tmp_path: Pa
     cm = next(d for d in render(name) if d["kind"] == "ConfigMap" and "ballast.yaml" in d["data"])
     path = tmp_path / "ballast.yaml"
     path.write_text(cm["data"]["ballast.yaml"])
-    cfg = load_config(path, environ={})
     deployment = next(d for d in render(name) if d["kind"] == "Deployment")
+    # Secrets arrive as environment variables (secretEnv): stand-ins for their values.
+    env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    secrets = {e["name"]: "from-a-secret" for e in env if "secretKeyRef" in e.get("valueFrom", {})}
+    cfg = load_config(path, environ=secrets)
     port = deployment["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"]
     assert port == cfg.http.port
 
@@ -127,6 +132,67 @@ def test_bad_values_are_rejected_with_a_clear_message(name: str, mentions: str) 
         assert result.returncode != 0, f"{command} accepted {name}"
         assert "values don't meet the specifications of the schema" in result.stdout + result.stderr
         assert mentions in result.stdout + result.stderr
+
+
+def test_lag_job_is_off_by_default() -> None:
+    assert not [d for d in render(None) if "lag-job" in d["metadata"]["name"]]
+
+
+def test_lag_job_submits_in_cluster_mode_with_the_controllers_settings() -> None:
+    """spark-submit in cluster mode against this cluster; the driver runs as the job's
+    account, mounts the controller's ballast.yaml through its pod template (validated as
+    a Pod), gets the Kafka password from the Secret, and checkpoints to object storage."""
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in render("lag-job.yaml")}
+    job = docs[("Job", "rel-ballast-lag-job")]
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"] == ["/opt/spark/bin/spark-submit"]
+    args = container["args"]
+    flags = dict(zip(args[:-5:2], args[1:-5:2], strict=True))
+    assert flags["--master"] == "k8s://https://kubernetes.default.svc"
+    assert flags["--deploy-mode"] == "cluster"
+    assert flags["--packages"] == (
+        "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0,org.apache.hadoop:hadoop-aws:3.5.0"
+    )
+    confs = dict(a.split("=", 1) for flag, a in itertools.pairwise(args[:-4]) if flag == "--conf")
+    assert confs["spark.kubernetes.namespace"] == "ballast"
+    assert confs["spark.kubernetes.authenticate.driver.serviceAccountName"] == "rel-ballast-lag-job"
+    assert confs["spark.kubernetes.container.image"] == "ghcr.io/ballast/ballast-spark:0.1.0"
+    assert confs["spark.kubernetes.driver.podTemplateFile"] == "/etc/ballast-lag-job/driver.yaml"
+    assert confs["spark.kubernetes.driver.secretKeyRef.BALLAST_KAFKA__SASL_PASSWORD"] == (
+        "ballast-kafka:password"
+    )
+    assert confs["spark.executor.instances"] == "4"
+    assert confs["spark.sql.shuffle.partitions"] == "8"
+    assert confs["spark.hadoop.fs.s3a.endpoint"] == "http://minio.storage:9000"
+    assert args[-5:] == [
+        "local:///opt/ballast/lagjob.py",
+        "--config",
+        "/etc/ballast/ballast.yaml",
+        "--checkpoint",
+        "s3a://lag-checkpoints/orders",
+    ]
+    assert pod["serviceAccountName"] == "rel-ballast-lag-job"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    # No secret value anywhere in the rendered objects: only references.
+    assert "password:" not in yaml.safe_dump(list(docs.values())).replace("key: password", "")
+
+    template = yaml.safe_load(
+        docs[("ConfigMap", "rel-ballast-lag-job-pod-template")]["data"]["driver.yaml"]
+    )
+    kubernetes_validate.validate(template, K8S_VERSION, strict=True)
+    (volume,) = template["spec"]["volumes"]
+    assert volume["configMap"]["name"] == "rel-ballast"  # the controller's own config
+    mount = template["spec"]["containers"][0]["volumeMounts"][0]
+    assert mount["mountPath"] == "/etc/ballast"
+
+    role = docs[("Role", "rel-ballast-lag-job")]
+    assert set(role["rules"][0]["resources"]) >= {"pods", "services", "configmaps"}
+    binding = docs[("RoleBinding", "rel-ballast-lag-job")]
+    assert binding["subjects"][0] == {
+        "kind": "ServiceAccount", "name": "rel-ballast-lag-job", "namespace": "ballast",
+    }  # fmt: skip
 
 
 def test_helm_binary_is_real() -> None:

@@ -31,3 +31,15 @@ app.kubernetes.io/part-of: ballast
 {{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{- define "ballast.lagJobName" -}}
+{{- printf "%s-lag-job" (include "ballast.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "ballast.lagJobLabels" -}}
+{{ include "ballast.labels" . | replace "app.kubernetes.io/component: controller" "app.kubernetes.io/component: lag-job" }}
+{{- end -}}
+
+{{- define "ballast.lagJobImage" -}}
+{{- printf "%s:%s" .Values.lagJob.image.repository (.Values.lagJob.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
