@@ -205,7 +205,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_describe(args: argparse.Namespace) -> int:
-    view = operator.describe(_api(args), args.group)
+    view = operator.describe(_api(args), args.group, args.partitions)
     return _emit(args, view, lambda: operator.render_describe(view, args.partitions))
 
 
@@ -286,7 +286,9 @@ def _add_operator_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     p.set_defaults(func=_cmd_status)
     p = sub.add_parser("describe", help="one group, member by member (like kafka-consumer-groups)")
     p.add_argument("group", help="consumer group name")
-    p.add_argument("--partitions", action="store_true", help="also list each granted partition")
+    p.add_argument(
+        "--partitions", action="store_true", help="also list each partition: owner and lag"
+    )
     _api_options(p)
     p.set_defaults(func=_cmd_describe)
     actions = {

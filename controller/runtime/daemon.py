@@ -94,8 +94,8 @@ class Controller:
     def election(self) -> ShardElection | None:
         return self.ownership.election
 
-    def group_view(self, name: str) -> dict[str, object]:
-        return group_view(self.state.groups[name])
+    def group_view(self, name: str, partitions: bool = False) -> dict[str, object]:
+        return group_view(self.state.groups[name], partitions)
 
     # ------------------------------------------------------------------ lifecycle
 

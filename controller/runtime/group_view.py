@@ -42,8 +42,10 @@ def member_state(g: ManagedGroup, member: str) -> str:
     return "active"
 
 
-def group_view(g: ManagedGroup) -> dict[str, object]:
-    """``GET /v1/groups/<group>``: members, grants, targets, handoffs and quality."""
+def group_view(g: ManagedGroup, partitions: bool = False) -> dict[str, object]:
+    """``GET /v1/groups/<group>``: members, grants, targets, handoffs and quality; with
+    ``partitions`` (``?partitions=true``) also each granted partition, its owner and its
+    smoothed lag, as ``kafka-consumer-groups --describe`` lists them."""
     engine = g.state.engine
     member_lag = engine.member_lag()
     granted = g.state.reconciler.granted
@@ -73,7 +75,19 @@ def group_view(g: ManagedGroup) -> dict[str, object]:
             "rack": p.rack if p else None,
         }
     counts = [len(v) for v in granted.values()]
-    return {
+    rows = {}
+    if partitions:
+        lag = g.state.lag
+        rows["partitions"] = [
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "member": owner,
+                "lag": round(lag.get(tp, 0)),
+            }
+            for tp, owner in sorted(g.state.reconciler.owner.items())
+        ]
+    return rows | {
         "group": g.name,
         "generation": g.state.reconciler.generation,
         "controller_epoch": g.epoch,

@@ -41,7 +41,8 @@ def build_app(controller: Controller) -> web.Application:
             return web.json_response(
                 {"error": f"this replica does not lead a group {name!r}"}, status=404
             )
-        return web.json_response(controller.group_view(name))
+        partitions = request.query.get("partitions", "").lower() in ("1", "true", "yes")
+        return web.json_response(controller.group_view(name, partitions))
 
     async def leadership(_: web.Request) -> web.Response:
         e = controller.election

@@ -125,8 +125,9 @@ def status(api: AdminApi) -> dict[str, Any]:
     return {"replica": leadership.get("replica"), "ha": leadership.get("ha"), **groups}
 
 
-def describe(api: AdminApi, group: str) -> dict[str, Any]:
-    return api.get(f"/v1/groups/{urllib.parse.quote(group, safe='')}")
+def describe(api: AdminApi, group: str, partitions: bool = False) -> dict[str, Any]:
+    query = "?partitions=true" if partitions else ""
+    return api.get(f"/v1/groups/{urllib.parse.quote(group, safe='')}{query}")
 
 
 def act(api: AdminApi, action: str, group: str, member: str | None = None) -> dict[str, Any]:
@@ -241,10 +242,13 @@ def render_describe(view: Mapping[str, Any], partitions: bool = False) -> str:
             for r in recent[-RECENT_SHOWN:]
         ]
     if partitions:
-        owned = sorted(
-            (tp[0], tp[1], member) for member, m in members.items() for tp in m["granted"]
-        )
-        lines += ["", table(("TOPIC", "PARTITION", "MEMBER"), owned) if owned else "no grants"]
+        owned = [
+            (p["topic"], p["partition"], p["member"], p["lag"]) for p in view.get("partitions", [])
+        ]
+        lines += [
+            "",
+            table(("TOPIC", "PARTITION", "MEMBER", "LAG"), owned) if owned else "no grants",
+        ]
     return "\n".join(lines)
 
 

@@ -113,7 +113,18 @@ async def test_dev_up_run_and_operate(tmp_path: Path) -> None:
         assert {m["state"] for m in view["members"].values()} == {"active"}
         described = cli("describe", dev.GROUP, "--partitions", "-o", "table", env=env).stdout
         assert "MEMBER" in described
-        assert "TOPIC" in described
+        assert ["TOPIC", "PARTITION", "MEMBER", "LAG"] in [
+            line.split() for line in described.splitlines()
+        ]
+        rows = as_json(cli("describe", dev.GROUP, "--partitions", "-o", "json", env=env))[
+            "partitions"
+        ]
+        assert sorted((r["topic"], r["partition"]) for r in rows) == [
+            (dev.TOPIC, p) for p in range(12)
+        ]
+        assert {r["member"] for r in rows} == {"a", "b"}
+        assert all(isinstance(r["lag"], int) for r in rows)
+        assert "partitions" not in view  # only when asked: it is O(partitions)
 
         # Actions need the token; without it: one line, exit 4, and what to set.
         denied = cli("drain", dev.GROUP, "a", env=env)
