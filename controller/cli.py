@@ -20,7 +20,7 @@ from assignors import STRATEGIES, assign
 from assignors.quality import evaluate, member_lag
 from controller import logs
 from controller.client.worker import run_worker
-from controller.errors import InputError, RefusedError, UnreachableError
+from controller.errors import BallastError, InputError
 from controller.runtime import heap
 from controller.runtime.config import Config, load_config
 from controller.runtime.daemon import Controller
@@ -117,7 +117,7 @@ async def run_daemon(cfg: Config, record: Path | None = None) -> int:
         stopping = asyncio.create_task(stop.wait())
         await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if starting.done():
-            starting.result()  # a broker never answered, or a topic is unusable: below
+            starting.result()
             failing = asyncio.create_task(controller.failed.wait())
             await asyncio.wait({stopping, failing}, return_when=asyncio.FIRST_COMPLETED)
             failing.cancel()
@@ -127,7 +127,7 @@ async def run_daemon(cfg: Config, record: Path | None = None) -> int:
                 await starting
         stopping.cancel()
         log.info("shutting_down")
-    except (UnreachableError, InputError) as exc:
+    except BallastError as exc:  # a broker never answered, a topic is unusable
         log.error("startup_failed", error=str(exc))
         return exc.exit_code
     finally:
@@ -232,8 +232,7 @@ def _cmd_dev(args: argparse.Namespace) -> int:
 #: Entry-point group through which other packages add subcommands: each entry is a
 #: function taking the subparsers and adding its own (so this module imports none).
 COMMANDS = "ballast.commands"
-#: Exit codes: 0 done, 1 a check failed (audit) or the daemon failed, 2 bad input,
-#: 3 unreachable (``UnreachableError``), 4 refused (``RefusedError``), 130 Ctrl-C.
+#: Exit codes beside ``BallastError.exit_code`` (all listed in the parser's epilog).
 INTERRUPTED = 130
 BROKEN_PIPE = 141
 
@@ -334,7 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Ballast: lag-aware sticky partition assignment for Kafka consumer "
         "fleets that use manual assign().",
         epilog="Exit codes: 0 done, 1 a check or the daemon failed, 2 bad input or usage, "
-        "3 a broker or the controller unreachable, 4 refused by the controller, 130 Ctrl-C.",
+        "3 a broker or the controller unreachable, 4 refused by the controller, 130 Ctrl-C, "
+        "141 the output pipe closed.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -440,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
         sys.stdout.flush()
-    except (InputError, UnreachableError, RefusedError) as exc:
+    except BallastError as exc:
         print(f"ballast: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -151,7 +151,8 @@ class Controller:
         cfg = self.cfg
         admin = AIOKafkaAdminClient(**client_options(cfg), client_id=cfg.kafka.client_id)
         try:
-            await admin.start()
+            with logs.quiet("aiokafka"):  # ``reach`` logs each failed attempt once
+                await admin.start()
             await ensure_compacted_topic(
                 admin,
                 cfg.assignments.name,

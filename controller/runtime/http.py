@@ -33,7 +33,9 @@ def build_app(controller: Controller) -> web.Application:
 
     async def groups(_: web.Request) -> web.Response:
         out = {name: group_summary(g) for name, g in sorted(controller.groups.items())}
-        return web.json_response({"replica": controller.replica, "groups": out})
+        return web.json_response(
+            {"replica": controller.replica, "ha": controller.election is not None, "groups": out}
+        )
 
     async def group(request: web.Request) -> web.Response:
         name = request.match_info["group"]

@@ -57,8 +57,7 @@ async def reach(
     while True:
         tries += 1
         try:
-            with logs.quiet("aiokafka"):  # each failure is logged once, below
-                return await attempt()
+            return await attempt()
         except NOT_REACHABLE as exc:
             left = deadline - time.monotonic()
             if left <= 0:

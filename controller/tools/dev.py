@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
 import signal
 import socket
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from controller.errors import InputError
@@ -28,7 +28,7 @@ GROUP = "orders-fleet"
 TOPIC = "orders"
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class DevStack:
     dir: Path
     kafka_port: int
@@ -109,19 +109,13 @@ def up(directory: Path, kafka_port: int, mqtt_port: int, http_port: int) -> DevS
     except BaseException:
         down(stack)
         raise
-    _state_file(directory).write_text(
-        json.dumps(
-            {
-                "kafka_port": kafka.port,
-                "mqtt_port": mqtt.port,
-                "http_port": http_port,
-                "pids": stack.pids,
-            }
-        )
-        + "\n"
-    )
-    stack.token_file.write_text(secrets.token_urlsafe(24) + "\n")
-    stack.token_file.chmod(0o600)
+    fields = {k: v for k, v in dataclasses.asdict(stack).items() if k != "dir"}
+    _state_file(directory).write_text(json.dumps(fields) + "\n")
+    # Created owner-only, so the token is never readable by others, not even briefly.
+    stack.token_file.unlink(missing_ok=True)
+    fd = os.open(stack.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as token:
+        token.write(secrets.token_urlsafe(24) + "\n")
     stack.config.write_text(
         "# Written by `ballast dev up` for its embedded brokers; config/ballast.yaml documents\n"
         "# every key.\n"

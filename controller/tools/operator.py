@@ -108,8 +108,6 @@ def _refusal(code: int, why: str, method: str, path: str) -> str:
             f"{why} (401): set BALLAST_TOKEN or BALLAST_TOKEN_FILE to the controller's "
             "http.admin_token"
         )
-    if code == 403:
-        return f"{why} (403)"
     if code == 404 and method == "GET" and not path.startswith("/v1/groups/"):
         return f"not a Ballast controller API: {method} {path} answered 404"
     return f"{why} ({code})"
@@ -119,10 +117,8 @@ def _refusal(code: int, why: str, method: str, path: str) -> str:
 
 
 def status(api: AdminApi) -> dict[str, Any]:
-    """What this replica leads: ``/v1/groups`` plus ``/v1/leadership``."""
-    groups = api.get("/v1/groups")
-    leadership = api.get("/v1/leadership")
-    return {"replica": leadership.get("replica"), "ha": leadership.get("ha"), **groups}
+    """What this replica leads (``/v1/groups``)."""
+    return api.get("/v1/groups")
 
 
 def describe(api: AdminApi, group: str, partitions: bool = False) -> dict[str, Any]:
