@@ -50,7 +50,8 @@ class PipelineMetrics:
         )
         self.partitions = Gauge(
             "ballast_pipeline_tracked_partitions",
-            "Partitions with state in the job",
+            "Partitions held by the state buckets the last batch of samples touched "
+            "(all of them when every partition is sampled in each batch)",
             registry=registry,
         )
 
@@ -104,7 +105,8 @@ class ProgressReporter(StreamingQueryListener):
         m.written.labels("record").inc(_get(records, "records") or 0)
         m.written.labels("tombstone").inc(_get(records, "tombstones") or 0)
         m.batch_seconds.observe(p.batchDuration / 1000)
-        m.partitions.set(sum(s.numRowsTotal for s in p.stateOperators))
+        if rows:  # a batch of timeouts alone touches only some buckets
+            m.partitions.set(_get(records, "tracked") or 0)
         if invalid:
             self.log.warning(
                 "pipeline_invalid_samples",

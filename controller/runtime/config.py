@@ -188,6 +188,10 @@ class PipelineSettings(_Section):
     max_offsets_per_trigger: Annotated[int, Field(ge=1)] | None = None
     #: Fixed in the checkpoint once a query has run (Spark's state partitioning).
     shuffle_partitions: Annotated[int, Field(ge=1, le=10_000)] = 4
+    #: Partitions share this many Spark state keys, so Spark's per-key cost is paid per
+    #: bucket, not per partition. 0: one state key per partition, the layout of
+    #: checkpoints written before buckets existed. Fixed in the checkpoint, as above.
+    state_buckets: Annotated[int, Field(ge=0, le=100_000)] = 64
     #: Prometheus port of the job's driver; 0 disables.
     metrics_port: Annotated[int, Field(ge=0, le=65_535)] = 0
 

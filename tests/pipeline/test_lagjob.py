@@ -16,7 +16,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from controller.runtime.config import PipelineSettings
-from pipeline.lagjob import lag_records
+from controller.wire.records import LagRecord
+from pipeline.lagjob import RECORD_FIELDS, lag_records
 
 RAW = "key string, value string, topic string, partition int, offset long"
 
@@ -71,6 +72,7 @@ class Run:
             )
         )
         self.out: list[tuple[str, dict[str, Any] | None]] = []
+        self.seen = 0
         self.query: StreamingQuery = (
             lag_records(raw, settings, "latest")
             .writeStream.outputMode("append")
@@ -83,10 +85,10 @@ class Run:
             self.out.append((row.key, None if row.value is None else json.loads(row.value)))
 
     def step(self) -> list[tuple[str, dict[str, Any] | None]]:
-        """Everything written since the last step."""
-        seen = len(self.out)
+        """Everything written since the last step (the query runs on its own between)."""
         self.query.processAllAvailable()
-        return self.out[seen:]
+        new, self.seen = self.out[self.seen :], len(self.out)
+        return new
 
     def observed(self, name: str, field: str) -> int:
         return sum(
@@ -204,6 +206,7 @@ def test_a_partition_that_stops_reporting_ages_out(spark: SparkSession, feed: Fe
     try:
         feed.write(feed.sample(0, 5, 5, 1000.0), feed.sample(1, 5, 5, 1000.0))
         assert sorted(k for k, _ in run.step()) == ["g/t/0", "g/t/1"]
+        assert run.observed("lag_records", "tracked") == 2  # partitions held, not buckets
         feed.write(feed.sample(1, 6, 6, 1100.0))  # watermark 1095 > 1000 + 60
         assert sorted(run.step(), key=str) == [
             ("g/t/0", None),
@@ -212,3 +215,49 @@ def test_a_partition_that_stops_reporting_ages_out(spark: SparkSession, feed: Fe
         assert run.observed("lag_records", "tombstones") == 1
     finally:
         run.query.stop()
+
+
+def test_bucketed_and_per_partition_state_write_the_same_records(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Three buckets for eight partitions against one state key per partition, fed the
+    same batches: new points, replays, late and out-of-order samples, a recreated topic
+    (log end going backwards), bad input and partitions that fall silent and age out."""
+    feeds = {b: Feed(tmp_path / str(b)) for b in (3, 0)}
+    runs = {}
+    for buckets, feed in feeds.items():
+        feed.root.mkdir()
+        settings = PipelineSettings(lateness=5, age_out=40, rate_window=20, state_buckets=buckets)
+        runs[buckets] = Run(spark, feed, settings)
+    batches: list[list[tuple[Any, ...]]] = [
+        [(p, 100 * p, 100 * p + 50, 1000.0) for p in range(8)],
+        [(p, 100 * p + 20, 100 * p + 90, 1010.0) for p in range(8)]
+        + [(2, 0, 0, 1000.0), (3, 1, 1, 1005.0), (4, 0, 1, 1001.0)],
+        [(p, 100 * p + 30, 100 * p + 95, 1020.0) for p in range(0, 8, 2)]
+        + [(1, 5, 5, 1001.0), (6, 0, 3, 1025.0), ("bad", "{not json")],
+        [(p, 100 * p + 60, 100 * p + 120, 1060.0) for p in range(4)],
+        [(0, 70, 130, 1100.0), (5, 505, 555, 1099.0)],
+    ]
+    try:
+        for batch in batches:
+            for feed in feeds.values():
+                feed.write(
+                    *(
+                        feed.raw(f"g/t/{row[0]}", row[1]) if len(row) == 2 else feed.sample(*row)
+                        for row in batch
+                    )
+                )
+            outputs = [sorted(run.step(), key=str) for run in runs.values()]
+            assert outputs[0] == outputs[1]
+        assert sum(v is None for _, v in runs[3].out) >= 4  # silent partitions aged out
+        for name, field in [("lag_records", f) for f in ("late", "duplicates", "invalid")]:
+            assert runs[3].observed(name, field) == runs[0].observed(name, field)
+    finally:
+        for run in runs.values():
+            run.query.stop()
+
+
+def test_the_jvm_writes_every_lag_record_field() -> None:
+    """The job returns ``LagRecord``'s fields as columns and Spark writes the JSON: a field
+    added to the model and not to the job would be missing from every record."""
+    assert set(RECORD_FIELDS) | {"version"} == set(LagRecord.model_fields)
