@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer
+from prometheus_client import Histogram
 
 from assignors import TopicPartition
 from controller import logs
@@ -27,11 +28,13 @@ class LagIngest:
         state: ReplicaState,
         samples: SamplePublisher | None,
         invalid: Callable[[str, str], None],
+        record_age: Histogram,
     ) -> None:
         self.cfg = cfg
         self._state = state
         self._samples = samples
         self._invalid = invalid
+        self._age = record_age
 
     async def poll(self) -> None:
         """Offsets of every subscribed partition: lag for the groups (``source: poll``)
@@ -118,3 +121,5 @@ class LagIngest:
         weight = rec.weight(self.cfg.lag.weight)
         if weight is not None:
             readings.setdefault(group, {})[TopicPartition(rec.topic, rec.partition)] = weight
+            # clocks of other hosts may run ahead: an age below 0 is 0
+            self._age.labels(group).observe(max(0.0, time.time() - rec.observed_at))

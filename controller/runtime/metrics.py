@@ -181,6 +181,14 @@ class Metrics:
             buckets=DURATION_BUCKETS,
             registry=r,
         )
+        self.lag_record_age = Histogram(
+            "ballast_lag_record_age_seconds",
+            "Age of a lag record from the lag topic when it becomes a weight: now minus "
+            "its observed_at, the newest sample's time (poller -> Spark job -> controller).",
+            ["group"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
         self.handoff = Histogram(
             "ballast_handoff_duration_seconds",
             "From a partition's revoke being published to its grant to the new owner.",

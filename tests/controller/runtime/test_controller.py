@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 
 import aiomqtt
@@ -313,6 +314,11 @@ async def test_lag_topic_source_accepts_good_records_and_counts_bad_ones(
         assert state.lag[TopicPartition(topic, 4)] == 9
         assert TopicPartition(topic, 5) not in state.lag
         assert counter._value.get() == len(bad) + 1
+        # each good record's age when it became a weight: observed at t=1 s, so ~now
+        age = ctl.metrics.registry.get_sample_value
+        assert age("ballast_lag_record_age_seconds_count", {"group": group}) == len(good)
+        total_age = age("ballast_lag_record_age_seconds_sum", {"group": group}) or 0.0
+        assert total_age > len(good) * (time.time() - 60)
 
 
 async def test_lag_weight_time_and_tombstones_from_the_lag_topic(

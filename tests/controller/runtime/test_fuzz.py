@@ -199,11 +199,16 @@ def test_lag_record_handler_counts_every_rejection(key: bytes | None, value: byt
     asyncio.run(_lag_record_outcome(key, value))
 
 
+_METRICS = Metrics()
+
+
 async def _lag_record_outcome(key: bytes | None, value: bytes | None) -> None:
     state = ReplicaState()
     state.groups["g"] = ManagedGroup("g", GroupState("g", GroupTuning(), {"orders": 4}), 1)
     rejected: list[str] = []
-    ingest = LagIngest(_cfg(), state, None, lambda source, _why: rejected.append(source))
+    ingest = LagIngest(
+        _cfg(), state, None, lambda source, _why: rejected.append(source), _METRICS.lag_record_age
+    )
     readings: dict[str, dict[Any, int | None]] = {}
     ingest.record(Msg(key, value), readings)
     invalid = rejected.count("lag")
