@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import chain, filterfalse, repeat
+from itertools import chain, filterfalse, repeat, takewhile
 from operator import lshift, or_
 
 import numpy as np
@@ -50,7 +50,7 @@ from .events import (
     PartitionsChanged,
     SubscriptionChanged,
 )
-from .ids import LAG_SHIFT, PART_BITS, PART_MASK, PID_MASK, TopicIds, pid_of, topic_of
+from .ids import LAG_SHIFT, PART_BITS, PART_MASK, PID_MASK, Claims, TopicIds, pid_of, topic_of
 from .placement import (
     deal_uniform,
     greedy_place_of,
@@ -213,7 +213,7 @@ class IncrementalAssignor:
             for name in start.spec.members:
                 now = change.assignments.get(name)
                 if now is None:
-                    now = start.given.get(name)
+                    now = start.claims.given.get(name)
                     if now is None:
                         now = eng.partitions_of(name)
                 out[name] = now
@@ -577,13 +577,23 @@ class IncrementalAssignor:
         not seconds."""
         members = self._members
         load = self._load
-        if len(members) < 2 or load[-1][0] - load[0][0] < _BULK_SPREAD:
+        n = len(members)
+        if n < 2 or load[-1][0] - load[0][0] < _BULK_SPREAD:
             return
-        tids = next(iter(members.values())).tids
-        if any(m.tids != tids for m in members.values()):
+        # Identical subscriptions: every topic with subscribers has all members.
+        if any(len(subs) != n for subs in self._subs.values() if subs):
             return
-        order = sorted(members.values(), key=lambda m: (-m.count, m.name))
-        q, r = divmod(len(self._owner), len(order))
+        q, r = divmod(len(self._owner), n)
+        # The r larger quotas go to the fullest members (ties: name). Only members above
+        # q can give and only members below their quota receive: both are read from the
+        # ends of the load index, not found by sorting every member.
+        fullest = [members[k[2]] for k in takewhile(lambda k: k[0] > q, reversed(load))]
+        if len(fullest) >= r:
+            order = sorted(fullest, key=lambda m: (-m.count, m.name))
+            short = [members[k[2]] for k in takewhile(lambda k: k[0] < q, load)]
+        else:  # members holding q or less get a larger quota too: sort them all
+            order = sorted(members.values(), key=lambda m: (-m.count, m.name))
+            short = order
         quota = {m.name: q + (i < r) for i, m in enumerate(order)}
         gives: list[tuple[int, _Member]] = []
         for m in order:
@@ -592,12 +602,12 @@ class IncrementalAssignor:
                 entries = self._entries(m)
                 step = len(entries) / extra
                 gives.extend((entries[int(i * step)], m) for i in range(extra))
-        receivers = [m for m in order if m.count < quota[m.name]]
+        receivers = [m for m in short if m.count < quota.get(m.name, q)]
         touched = {m.name: m for _, m in gives} | {m.name: m for m in receivers}
         for m in touched.values():
             self._record_member(m)
             self._detach(m)
-        need = {m.name: quota[m.name] - m.count for m in receivers}
+        need = {m.name: quota.get(m.name, q) - m.count for m in receivers}
         room = [(m.lag, m.name) for m in receivers]
         heapq.heapify(room)
         taken: dict[str, set[int]] = {}
@@ -1038,9 +1048,7 @@ class _Start:
     #: ``plag`` as the caller gave it: pids and values in the lag map's order.
     readings: tuple[list[int], list[int]]
     lag_aware: bool
-    #: Kept claims as pids, and as the caller's own partition lists where reusable.
-    claims: dict[str, list[int]]
-    given: dict[str, list[TopicPartition]]
+    claims: Claims
     uniform: bool
 
     @classmethod
@@ -1059,9 +1067,9 @@ class _Start:
             readings = ids.lag(lag, register=False)
         elif lag:  # validated all the same: a bad lag map is a caller bug either way
             check_lag(lag)
-        claims, given = ids.claims(spec, current)
+        claims = ids.claims(spec, current)
         plag = dict(zip(*readings, strict=True))
-        return cls(spec, ids, plag, readings, lag_aware, claims, given, spec.is_uniform())
+        return cls(spec, ids, plag, readings, lag_aware, claims, spec.is_uniform())
 
     @property
     def fresh(self) -> bool:
@@ -1087,25 +1095,35 @@ class _Start:
         """The result when every member can take every partition and lag cannot matter:
         the claims rebalanced with the least movement, no engine needed."""
         spec, ids, claims = self.spec, self.ids, self.claims
-        held = sum(map(len, claims.values()))
-        unowned: list[int] = []
-        if held < sum(spec.partitions_per_topic[t] for t in spec.topics):
-            owned = set(chain.from_iterable(claims.values()))
-            for t in spec.topics:
-                span = ids.span(t, spec.partitions_per_topic[t])
-                unowned.extend(filterfalse(owned.__contains__, span))
+        counts = spec.partitions_per_topic
+        unowned = np.empty(0, dtype=np.int64)
+        if len(claims.pids) < sum(counts[t] for t in spec.topics):
+            every = np.concatenate(
+                [
+                    np.arange(ids.base[t], ids.base[t] + counts[t], dtype=np.int64)
+                    for t in spec.topics
+                ]
+            )
+            owned = np.zeros(sum(counts.values()), dtype=bool)
+            owned[ids.dense(counts, claims.pids)] = True
+            unowned = every[~owned[ids.dense(counts, every)]]
         changed = keep_uniform(spec.members, claims, unowned)
         out: dict[str, list[TopicPartition] | None] = dict.fromkeys(spec.members)
-        out.update(self.given)
+        out.update(claims.given)
         out.update(zip(changed, map(ids.tps, changed.values()), strict=True))
-        return {m: ids.tps(claims.get(m, [])) if now is None else now for m, now in out.items()}
+        if None in out.values():
+            kept = claims.by_member()
+            for m, now in out.items():
+                if now is None:
+                    out[m] = ids.tps(kept.get(m, []))
+        return out  # type: ignore[return-value]
 
     def initial(self) -> tuple[dict[str, list[int]], dict[str, tuple[list[int], int]] | None]:
         """Each member's starting pids and, when a lag-ordered deal made them, its
         ``by_lag`` entries and total lag (so the build need not look lag up again)."""
         spec, ids = self.spec, self.ids
         if self.claims:
-            return self.claims, None
+            return self.claims.by_member(), None
         effective = self.plag if self.lag_aware else None
         counts = spec.partitions_per_topic
         if not self.uniform:

@@ -13,11 +13,14 @@ rules and errors) when they are not.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from itertools import accumulate, chain, compress, count, islice
-from operator import add, ge, itemgetter, lt
+from dataclasses import dataclass
+from itertools import chain, compress, repeat
+from operator import add, itemgetter
 from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from .spec import GroupSpec, as_partition, check_lag
 from .types import MAX_PARTITION, CurrentAssignment, LagMap, TopicPartition
@@ -148,137 +151,150 @@ class TopicIds:
 
     # ------------------------------------------------------------------ claims
 
-    def claims(
-        self, spec: GroupSpec, current: CurrentAssignment | None
-    ) -> tuple[dict[str, list[int]], dict[str, list[TopicPartition]]]:
-        """The part of ``current`` that can be kept, by member, as ascending pids.
+    def claims(self, spec: GroupSpec, current: CurrentAssignment | None) -> Claims:
+        """The part of ``current`` that can be kept.
 
         Claims by departed members, on vanished partitions or unsubscribed topics are
         dropped. A partition claimed by several members stays with the claimant holding
         the fewest valid claims (ties: smallest member id), which keeps the result closer
-        to balance. Members that keep nothing are left out.
+        to balance.
 
-        The second map holds, for members whose claim was well formed, already sorted and
-        kept whole, their partitions as given: a one-shot call returns those objects again
-        instead of building new ones.
+        When every claim is a ``TopicPartition`` of an existing partition (the usual case:
+        the previous result), the whole group is read in a few C and NumPy passes, never a
+        Python step per claim; otherwise member by member, item by item, with the same
+        rules.
         """
         if not current:
-            return {}, {}
+            return Claims.none()
         named = sorted(k for k in current if isinstance(k, str))
         members = [m for m in named if m in spec.topics_of]
-        kept, given, shared = self._read_claims(spec, members, [current[m] for m in members])
-        if not shared:
-            return kept, given
-        claimed = list(chain.from_iterable(kept.values()))
-        if len(set(claimed)) == len(claimed):
-            return kept, given
-        counts = Counter(claimed)
-        contested = {p for p, n in counts.items() if n > 1}
-        load = {m: len(p) for m, p in kept.items()}
-        winner: dict[int, tuple[int, str]] = {}
-        for member, pids in kept.items():
-            for p in contested.intersection(pids):
-                mine = (load[member], member)
-                if p not in winner or mine < winner[p]:
-                    winner[p] = mine
-        for member, pids in list(kept.items()):
-            lost = {p for p in contested.intersection(pids) if winner[p][1] != member}
-            if lost:
-                given.pop(member, None)
-                rest = [p for p in pids if p not in lost]
-                if rest:
-                    kept[member] = rest
-                else:
-                    del kept[member]
-        return kept, given
-
-    def _read_claims(
-        self, spec: GroupSpec, members: list[str], lists: list[object]
-    ) -> tuple[dict[str, list[int]], dict[str, list[TopicPartition]], bool]:
-        """Each member's valid claims as ascending distinct pids, conflicts not yet
-        resolved, and whether two members may claim one partition.
-
-        The common case, every claim a valid ``TopicPartition`` and each list sorted, is
-        checked for the whole group at once in C; a member whose claim fails that goes
-        item by item."""
-        ppt = spec.partitions_per_topic
-        kept: dict[str, list[int]] = {}
+        lists: list[object] = [current[m] for m in members]
+        read = self._well_formed(lists, spec.partitions_per_topic)
+        if read is None:
+            read = self._item_by_item_all(spec, members, lists), False
+        (owner, pids), whole = read
+        n = len(members)
+        intact = np.ones(n, dtype=bool)
+        keep = self._subscribed(spec, members, owner, pids)
+        if not keep.all():
+            intact[owner[~keep]] = False
+            owner, pids = owner[keep], pids[keep]
+        # Each member's claims are ascending and distinct unless the pid sequence fails
+        # to rise inside the member's run.
+        falls = (pids[1:] <= pids[:-1]) & (owner[1:] == owner[:-1])
+        if falls.any():
+            intact[owner[1:][falls]] = False
+            order = np.lexsort((pids, owner))
+            owner, pids = owner[order], pids[order]
+            again = np.concatenate(([False], (pids[1:] == pids[:-1]) & (owner[1:] == owner[:-1])))
+            owner, pids = owner[~again], pids[~again]
+        held = np.bincount(owner, minlength=n)
+        owner, pids, lost = self._resolve_conflicts(spec, owner, pids, held)
+        if lost.size:
+            intact[lost] = False
+            held = np.bincount(owner, minlength=n)
+        keeping = held > 0
         given: dict[str, list[TopicPartition]] = {}
-        checked = self._well_formed(lists, ppt)
-        if checked is None:
-            slow = members
-            shared = True
-        else:
-            slow = []
-            names, pids = checked
-            shared = len(set(pids)) != len(pids)
-            lens = list(map(len, lists))  # type: ignore[arg-type]
-            ends = list(accumulate(lens))
-            # Where the pid sequence fails to rise; a list is sorted and free of repeats
-            # unless one of these falls inside it.
-            unsorted = set(compress(count(1), map(ge, pids, islice(pids, 1, None))))
-            in_order = unsorted.issubset(ends)
-            topic_sets = set(spec.topics_of.values())
-            if all(fs.issuperset(ppt) for fs in topic_sets):
-                covers = dict.fromkeys(topic_sets, True)
-                if in_order:  # the usual case, our own previous result: no loop at all
-                    chunks = map(pids.__getitem__, map(slice, [0, *ends[:-1]], ends))
-                    kept = dict(zip(members, chunks, strict=True))
-                    if self.in_order:
-                        copies: Iterable[list[TopicPartition]] = map(list, lists)  # type: ignore[arg-type]
-                        given = dict(zip(members, copies, strict=True))
-                    if 0 in lens:
-                        kept = {m: c for m, c in kept.items() if c}
-                    return kept, given, shared
-            else:
-                present = set(names)
-                covers = {fs: fs.issuperset(present) for fs in topic_sets}
-            start = 0
-            for member, items, end in zip(members, lists, ends, strict=True):
-                topics = spec.topics_of[member]
-                if not covers[topics] and not topics.issuperset(names[start:end]):
-                    slow.append(member)
-                    start = end
-                    continue
-                chunk = pids[start:end]
-                if in_order or all(map(lt, chunk, islice(chunk, 1, None))):
-                    if self.in_order:
-                        given[member] = list(items)  # type: ignore[call-overload]
-                else:
-                    chunk = sorted(set(chunk))
-                if chunk:
-                    kept[member] = chunk
-                start = end
-        by_name = dict(zip(members, lists, strict=True)) if slow else {}
-        for member in slow:
-            topics = spec.topics_of[member]
-            pids = sorted(set(self._item_by_item(by_name[member], topics, ppt)))
-            if pids:
-                kept[member] = pids
-        return kept, given, shared or bool(slow)
+        if whole and self.in_order:
+            reuse = (intact & keeping).tolist()
+            given = dict(
+                zip(compress(members, reuse), map(list, compress(lists, reuse)), strict=True)  # type: ignore[arg-type]
+            )
+        return Claims(
+            list(compress(members, keeping.tolist())),
+            pids,
+            np.cumsum(held[keeping]),
+            given,
+        )
 
     def _well_formed(
         self, lists: list[object], ppt: Mapping[str, int]
-    ) -> tuple[list[str], list[int]] | None:
-        """Topic names and pids of every claim, in order, if every claim is a list or tuple
-        of ``TopicPartition`` with a partition that exists; ``None`` otherwise."""
-        if not all(isinstance(items, (list, tuple)) for items in lists):
+    ) -> tuple[tuple[NDArray[np.intp], NDArray[np.int64]], bool] | None:
+        """Every claim's owner (an index into ``lists``) and pid, in order, if every claim
+        is a list or tuple of ``TopicPartition`` with a partition that exists; ``None``
+        otherwise."""
+        if set(map(type, lists)) - {list, tuple}:
             return None
         flat: list[Any] = list(chain.from_iterable(lists))  # type: ignore[arg-type]
         if set(map(type, flat)) - {TopicPartition}:
             return None
-        names = list(map(_first, flat))
         parts = list(map(_second, flat))
         if set(map(type, parts)) - {int}:  # exact: a bool is no partition number
             return None
-        if parts and min(parts) < 0:
-            return None
+        n = len(flat)
         try:
-            if not all(map(lt, parts, map(ppt.__getitem__, names))):
-                return None
-        except KeyError:
+            tids = np.fromiter(map(self.index.__getitem__, map(_first, flat)), np.int64, n)
+            numbers = np.fromiter(parts, np.int64, n)
+        except (KeyError, OverflowError):
             return None
-        return names, list(map(add, map(self.base.__getitem__, names), parts))
+        sizes = np.fromiter(map(ppt.get, self.names, repeat(0)), np.int64, len(self.names))
+        if n and not ((numbers >= 0) & (numbers < sizes[tids])).all():
+            return None
+        lens = np.fromiter(map(len, lists), np.intp, len(lists))  # type: ignore[arg-type]
+        owner = np.repeat(np.arange(len(lists), dtype=np.intp), lens)
+        return (owner, (tids << PART_BITS) | numbers), True
+
+    def _item_by_item_all(
+        self, spec: GroupSpec, members: list[str], lists: list[object]
+    ) -> tuple[NDArray[np.intp], NDArray[np.int64]]:
+        """``_well_formed``'s result for claims that are not all well formed: each member's
+        valid entries, the rest dropped."""
+        ppt = spec.partitions_per_topic
+        read = [
+            list(self._item_by_item(items, spec.topics_of[m], ppt))
+            for m, items in zip(members, lists, strict=True)
+        ]
+        lens = np.fromiter(map(len, read), np.intp, len(read))
+        owner = np.repeat(np.arange(len(read), dtype=np.intp), lens)
+        return owner, np.fromiter(chain.from_iterable(read), np.int64, int(lens.sum()))
+
+    def _subscribed(
+        self,
+        spec: GroupSpec,
+        members: list[str],
+        owner: NDArray[np.intp],
+        pids: NDArray[np.int64],
+    ) -> NDArray[np.bool_]:
+        """Which claims are on a topic their member subscribes to."""
+        sets = list(set(map(spec.topics_of.__getitem__, members)))
+        if all(fs.issuperset(spec.partitions_per_topic) for fs in sets):
+            return np.ones(len(pids), dtype=bool)
+        allowed = np.zeros((len(sets), len(self.names)), dtype=bool)
+        for row, fs in enumerate(sets):
+            allowed[row, [self.index[t] for t in fs if t in self.index]] = True
+        row_of = dict(zip(sets, range(len(sets)), strict=True))
+        rows = np.fromiter(
+            map(row_of.__getitem__, map(spec.topics_of.__getitem__, members)), np.intp, len(members)
+        )
+        keep: NDArray[np.bool_] = allowed[rows[owner], pids >> PART_BITS]
+        return keep
+
+    def _resolve_conflicts(
+        self,
+        spec: GroupSpec,
+        owner: NDArray[np.intp],
+        pids: NDArray[np.int64],
+        held: NDArray[np.intp],
+    ) -> tuple[NDArray[np.intp], NDArray[np.int64], NDArray[np.intp]]:
+        """Each partition claimed by several members to the one holding fewest valid
+        claims (ties: the smaller index, i.e. the smaller member id); the members that
+        lost one are returned too."""
+        dense = self.dense(spec.partitions_per_topic, pids)
+        if not dense.size or np.bincount(dense).max() <= 1:
+            return owner, pids, np.empty(0, dtype=np.intp)
+        order = np.lexsort((owner, held[owner], dense))
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = dense[order][1:] != dense[order][:-1]
+        win = np.empty(len(order), dtype=bool)
+        win[order] = first
+        return owner[win], pids[win], np.unique(owner[~win])
+
+    def dense(self, ppt: Mapping[str, int], pids: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Valid pids as indexes ``0 .. sum(partition counts) - 1``, topic after topic."""
+        sizes = np.fromiter(map(ppt.get, self.names, repeat(0)), np.int64, len(self.names))
+        offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        index: NDArray[np.int64] = offsets[pids >> PART_BITS] + (pids & PART_MASK)
+        return index
 
     def _item_by_item(
         self, items: object, topics: frozenset[str], ppt: Mapping[str, int]
@@ -291,10 +307,39 @@ class TopicIds:
                 yield self.base[tp.topic] + tp.partition
 
 
+@dataclass(frozen=True, slots=True)
+class Claims:
+    """What a sticky strategy keeps of ``current``.
+
+    ``pids`` holds every kept claim, member after member (``members`` sorted), each
+    member's ascending; no pid twice. ``given`` holds, for members whose claim was well
+    formed, already sorted and kept whole, a copy of their list as the caller gave it: a
+    one-shot call hands those partition objects back instead of building new ones.
+    """
+
+    members: list[str]
+    pids: NDArray[np.int64]
+    #: ``members[i]`` keeps ``pids[ends[i-1]:ends[i]]``.
+    ends: NDArray[np.intp]
+    given: dict[str, list[TopicPartition]]
+
+    @classmethod
+    def none(cls) -> Claims:
+        return cls([], np.empty(0, dtype=np.int64), np.empty(0, dtype=np.intp), {})
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def by_member(self) -> dict[str, list[int]]:
+        flat = self.pids.tolist()
+        ends = self.ends.tolist()
+        chunks = map(flat.__getitem__, map(slice, [0, *ends[:-1]], ends))
+        return dict(zip(self.members, chunks, strict=True))
+
+
 def valid_claims(
     spec: GroupSpec, current: CurrentAssignment | None
 ) -> dict[str, list[TopicPartition]]:
     """``TopicIds.claims`` as partitions: what a sticky strategy keeps of ``current``."""
     ids = TopicIds.for_spec(spec)
-    kept, _ = ids.claims(spec, current)
-    return {m: ids.tps(pids) for m, pids in kept.items()}
+    return {m: ids.tps(pids) for m, pids in ids.claims(spec, current).by_member().items()}

@@ -10,12 +10,12 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
-from operator import itemgetter, neg
 from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
+from .ids import Claims
 from .spec import GroupSpec
 from .types import Assignment, TopicPartition
 
@@ -121,7 +121,7 @@ def snake_places(i: int, n: int) -> tuple[slice, slice]:
 
 
 def keep_uniform(
-    members: Sequence[str], kept: Mapping[str, list[int]], unowned: list[int]
+    members: Sequence[str], claims: Claims, unowned: NDArray[np.int64]
 ) -> dict[str, list[int]]:
     """Balance with the least movement when every member can take every partition.
 
@@ -131,38 +131,52 @@ def keep_uniform(
     name), as KIP-54 places them. Only the members whose holding changes are returned,
     with their new partitions ascending. Movement equals
     ``quality.minimal_movement_uniform``.
+
+    All in array passes: a member under quota taking partitions one by one, fewest first,
+    fills the slots *(its count, …, its quota - 1)*, so the pool sorted ascending meets the
+    slots of every such member sorted by (level, name). The cost is a few passes over the
+    claims and Python work only for the members that change.
     """
     n = len(members)
     if n == 0:
         return {}
-    counts = list(map(len, map(kept.get, members, repeat(()))))
-    q, r = divmod(sum(counts) + len(unowned), n)
-    quota = dict.fromkeys(members, q)
+    k = len(claims)
+    if k == n:  # claimants are a sorted subset of members: here all of them
+        at = np.arange(n, dtype=np.intp)
+    else:
+        position = dict(zip(members, range(n), strict=True))
+        at = np.fromiter(map(position.__getitem__, claims.members), np.intp, k)
+    held = np.diff(claims.ends, prepend=0)
+    counts = np.zeros(n, dtype=np.int64)
+    counts[at] = held
+    q, r = divmod(int(counts.sum()) + len(unowned), n)
+    quota = np.full(n, q, dtype=np.int64)
     if r:
-        larger = heapq.nsmallest(r, zip(map(neg, counts), members, strict=True))
-        quota.update(dict.fromkeys(map(itemgetter(1), larger), q + 1))
-    pool = list(unowned)
-    changed: dict[str, list[int]] = {}
-    for m, c in zip(members, counts, strict=True):
-        if c > q and (extra := c - quota[m]) > 0:
-            parts = kept[m]
-            pool.extend(parts[-extra:])
-            changed[m] = parts[:-extra]
-    pool.sort()
-    short = [
-        (len(mine), m)
-        for m, c in zip(members, counts, strict=True)
-        if c <= q and len(mine := changed.get(m, kept.get(m, []))) < quota[m]
-    ]
-    heapq.heapify(short)
-    gained: dict[str, list[int]] = {}
-    for pid in pool:
-        count, m = short[0]
-        gained.setdefault(m, []).append(pid)
-        if count + 1 < quota[m]:
-            heapq.heapreplace(short, (count + 1, m))
-        else:
-            heapq.heappop(short)
-    for m, new in gained.items():
-        changed[m] = sorted(changed.get(m, kept.get(m, [])) + new)
-    return changed
+        quota[np.argsort(-counts, kind="stable")[:r]] += 1
+    extra = np.maximum(held - quota[at], 0)
+    owner = np.repeat(np.arange(k, dtype=np.intp), held)
+    from_end = claims.ends[owner] - np.arange(len(claims.pids))
+    freed = from_end <= extra[owner]
+    pool = np.sort(np.concatenate((unowned, claims.pids[freed])))
+    deficit = np.maximum(quota - counts, 0)
+    short = np.flatnonzero(deficit)
+    need = deficit[short]
+    slot_member = np.repeat(short, need)
+    slot_level = (
+        np.repeat(counts[short], need)
+        + np.arange(len(slot_member))
+        - np.repeat(np.cumsum(need) - need, need)
+    )
+    receiver = slot_member[np.lexsort((slot_member, slot_level))]
+    changes = np.zeros(n, dtype=bool)
+    changes[short] = True
+    changes[at[extra > 0]] = True
+    stays = ~freed & changes[at[owner]]
+    holder = np.concatenate((at[owner[stays]], receiver))
+    pids = np.concatenate((claims.pids[stays], pool))
+    order = np.lexsort((pids, holder))
+    changed = np.flatnonzero(changes)
+    ends = np.searchsorted(holder[order], changed, side="right").tolist()
+    flat = pids[order].tolist()
+    chunks = map(flat.__getitem__, map(slice, [0, *ends[:-1]], ends))
+    return dict(zip(map(members.__getitem__, changed.tolist()), chunks, strict=True))

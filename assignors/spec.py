@@ -71,22 +71,20 @@ def build_spec(partitions_per_topic: PartitionsPerTopic, subscriptions: Subscrip
                 f"got {count!r}"
             )
         ppt[topic] = count
-    topics_of: dict[str, frozenset[str]] = {}
+    names = list(subscriptions)
+    chosen = list(subscriptions.values())
+    if not all(issubclass(t, str) for t in set(map(type, names))) or any(
+        issubclass(t, str) for t in set(map(type, chosen))
+    ):
+        _reject_subscriptions(subscriptions)
     # Members usually share subscriptions: build each distinct topic set once (a tuple is
     # far cheaper to hash than a frozenset is to build).
-    seen: dict[tuple[str, ...], frozenset[str]] = {}
-    for member, topics in subscriptions.items():
-        if not isinstance(member, str):
-            raise TypeError(f"subscriptions: member id must be str, got {member!r}")
-        if isinstance(topics, str):
-            raise TypeError(
-                f"subscriptions[{member!r}]: expected a collection of topic names, got a str"
-            )
-        key = tuple(topics)
-        fs = seen.get(key)
-        if fs is None:
-            fs = seen[key] = frozenset(key)
-        topics_of[member] = fs
+    keys = list(map(tuple, chosen))
+    distinct = {key: frozenset(key) for key in set(keys)}
+    if len(distinct) == 1:  # identical subscriptions: no second hash of every key
+        topics_of = dict.fromkeys(names, *distinct.values())
+    else:
+        topics_of = dict(zip(names, map(distinct.__getitem__, keys), strict=True))
     subscribed = set().union(*set(topics_of.values())) if topics_of else set()
     topics = tuple(sorted(t for t in subscribed if ppt.get(t, 0) > 0))
     return GroupSpec(
@@ -95,6 +93,17 @@ def build_spec(partitions_per_topic: PartitionsPerTopic, subscriptions: Subscrip
         partitions_per_topic=ppt,
         topics=topics,
     )
+
+
+def _reject_subscriptions(subscriptions: Subscriptions) -> None:
+    """Name the first bad entry of ``subscriptions``."""
+    for member, topics in subscriptions.items():
+        if not isinstance(member, str):
+            raise TypeError(f"subscriptions: member id must be str, got {member!r}")
+        if isinstance(topics, str):
+            raise TypeError(
+                f"subscriptions[{member!r}]: expected a collection of topic names, got a str"
+            )
 
 
 def normalize_lag(lag: LagMap | None) -> dict[TopicPartition, int]:

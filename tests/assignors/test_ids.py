@@ -164,3 +164,37 @@ def test_interned_partitions_are_shared_objects_and_follow_new_partitions() -> N
     assert sorted(both) == [TopicPartition("t", p) for p in range(6)]
     shared = {id(tp) for tp in first}
     assert {id(tp) for tp in both if tp in first} == shared
+
+
+def claims_by_the_rule(
+    ppt: dict[str, int], subs: dict[str, list[str]], current: dict[str, list[tuple[str, int]]]
+) -> dict[str, list[TopicPartition]]:
+    """``TopicIds.claims`` written out: valid claims of subscribed members, distinct and
+    sorted; a partition claimed twice stays with the claimant holding fewer (ties: id)."""
+    valid = {
+        m: sorted(
+            {TopicPartition(t, p) for t, p in parts if t in subs[m] and 0 <= p < ppt.get(t, 0)}
+        )
+        for m, parts in current.items()
+        if m in subs
+    }
+    winner: dict[TopicPartition, str] = {}
+    for m in sorted(valid):
+        for tp in valid[m]:
+            other = winner.get(tp)
+            if other is None or (len(valid[m]), m) < (len(valid[other]), other):
+                winner[tp] = m
+    kept = {m: [tp for tp in parts if winner[tp] == m] for m, parts in valid.items()}
+    return {m: parts for m, parts in sorted(kept.items()) if parts}
+
+
+@SETTINGS
+@given(data=st.data())
+def test_claims_follow_the_rule_written_out(data: st.DataObject) -> None:
+    ppt, subs = data.draw(groups())
+    messy = data.draw(messy_current(ppt, list(subs)))
+    shuffled = {m: data.draw(st.permutations(parts)) for m, parts in messy.items()}
+    as_tps = {m: [TopicPartition(t, p) for t, p in parts] for m, parts in shuffled.items()}
+    expected = claims_by_the_rule(ppt, subs, shuffled)
+    assert valid_claims(build_spec(ppt, subs), as_tps) == expected
+    assert valid_claims(build_spec(ppt, subs), shuffled) == expected
