@@ -35,7 +35,7 @@ from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain, filterfalse, repeat, takewhile
-from operator import lshift, or_
+from operator import attrgetter, lshift, or_, sub
 
 import numpy as np
 from sortedcontainers import SortedList
@@ -117,6 +117,9 @@ class _Member:
             _count_elements(held, map(topic_of, map(pid_of, self.by_lag)))
         return held
 
+
+_lag_of = attrgetter("lag")
+_by_lag_of = attrgetter("by_lag")
 
 #: A lag move or swap: (resulting peak lag, partner, pid from the top member, pid back).
 _LagStep = tuple[int, _Member, int, int | None]
@@ -286,8 +289,12 @@ class IncrementalAssignor:
 
     def _reindex(self) -> None:
         """Rebuild the member-wide indexes from scratch: cheaper than many single updates."""
-        self._load = SortedList(m.key() for m in self._members.values())
-        self._by_lag = SortedList((m.lag, m.name) for m in self._members.values())
+        members = self._members.values()
+        lags = list(map(_lag_of, members))
+        self._load = SortedList(
+            zip(map(len, map(_by_lag_of, members)), lags, self._members, strict=True)
+        )
+        self._by_lag = SortedList(zip(lags, self._members, strict=True))
         self._gheap.clear()
         self._hheap = None
 
@@ -451,27 +458,29 @@ class IncrementalAssignor:
         if not self.lag_aware:
             return
         delta: dict[str, int] = {}
-        owners = map(self._owner.get, pids)
-        for old, new, name in zip(olds, values, owners, strict=True):
-            if name is not None and old != new:
-                delta[name] = delta.get(name, 0) + new - old
+        for name, d in zip(map(self._owner.get, pids), map(sub, values, olds), strict=True):
+            if d and name is not None:
+                delta[name] = delta.get(name, 0) + d
         if not delta:
             return
         # A member's lag-ordered list is re-sorted when next read, not here: most members
         # a reading touches are not looked at before the next reading.
         bulk = len(delta) * _REINDEX_SHARE > len(self._members)
         members = self._members
+        self._total_lag += sum(delta.values())
+        if bulk:
+            for name, d in delta.items():
+                m = members[name]
+                m.stale = True
+                m.lag += d
+            self._reindex()
+            return
         for name, d in delta.items():
             m = members[name]
-            if not bulk:
-                self._detach(m)
+            self._detach(m)
             m.stale = True
             m.lag += d
-            self._total_lag += d
-            if not bulk:
-                self._attach(m)
-        if bulk:
-            self._reindex()
+            self._attach(m)
 
     def _entries(self, m: _Member) -> list[int]:
         """``m.by_lag`` in current weight order."""

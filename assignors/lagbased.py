@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 
 from .spec import GroupSpec
@@ -17,12 +18,12 @@ def lag_assign(spec: GroupSpec, lag: Mapping[TopicPartition, int]) -> Assignment
     """
     out = spec.empty_assignment()
     for topic, consumers in spec.subscribers().items():
-        count = dict.fromkeys(consumers, 0)
-        total = dict.fromkeys(consumers, 0)
+        # The reference scans every consumer per partition; a heap of the same keys
+        # (count, lag, id) gives the same choice in O(log consumers).
+        heap = [(0, 0, m) for m in consumers]
         partitions = sorted(spec.partitions(topic), key=lambda tp: (-lag.get(tp, 0), tp.partition))
         for tp in partitions:
-            member = min(consumers, key=lambda m: (count[m], total[m], m))
+            count, total, member = heap[0]
             out[member].append(tp)
-            count[member] += 1
-            total[member] += lag.get(tp, 0)
+            heapq.heapreplace(heap, (count + 1, total + lag.get(tp, 0), member))
     return {m: sorted(parts) for m, parts in out.items()}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
+from itertools import chain, compress, repeat
+from operator import itemgetter, lt, ne
 from typing import NamedTuple
 
-from .spec import build_spec
+from .spec import GroupSpec, build_spec
 from .types import (
     CurrentAssignment,
     LagMap,
@@ -15,6 +17,8 @@ from .types import (
 )
 
 Held = Mapping[str, list[TopicPartition]] | CurrentAssignment
+
+_topic, _number = itemgetter(0), itemgetter(1)
 
 
 class Quality(NamedTuple):
@@ -33,6 +37,10 @@ def problems(
 ) -> list[str]:
     """Everything that makes ``assignment`` invalid, as readable sentences (empty if valid)."""
     spec = build_spec(partitions_per_topic, subscriptions)
+    ppt = spec.partitions_per_topic
+    held = _as_partitions(assignment)
+    if _valid_in_bulk(held, spec):
+        return []
     out: list[str] = []
     owner: dict[TopicPartition, str] = {}
     for member in spec.members:
@@ -42,20 +50,55 @@ def problems(
         if member not in spec.topics_of:
             out.append(f"{member!r} is not a member of the group")
             continue
-        for raw in assignment[member]:
-            tp = TopicPartition(*raw)
-            if not 0 <= tp.partition < spec.partitions_per_topic.get(tp.topic, 0):
+        topics = spec.topics_of[member]
+        for tp in held[member]:
+            if not 0 <= tp.partition < ppt.get(tp.topic, 0):
                 out.append(f"{member!r} holds {tp}, which does not exist")
-            elif tp.topic not in spec.topics_of[member]:
+            elif tp.topic not in topics:
                 out.append(f"{member!r} holds {tp} but is not subscribed to {tp.topic!r}")
             if tp in owner:
                 out.append(f"{tp} is held by both {owner[tp]!r} and {member!r}")
             owner[tp] = member
     for topic in spec.topics:
-        for tp in spec.partitions(topic):
-            if tp not in owner:
-                out.append(f"{tp} has subscribers but no owner")
+        # Plain (topic, partition) tuples find partitions as keys: no object per partition
+        # unless one is missing.
+        n = ppt[topic]
+        if not all(map(owner.__contains__, zip(repeat(topic, n), range(n), strict=True))):
+            out.extend(
+                f"{tp} has subscribers but no owner"
+                for tp in spec.partitions(topic)
+                if tp not in owner
+            )
     return out
+
+
+def _valid_in_bulk(held: Mapping[str, Collection[TopicPartition]], spec: GroupSpec) -> bool:
+    """``problems`` finds nothing: the usual case, checked in C-level passes over every
+    partition; the loop in ``problems`` then runs only to name what is wrong."""
+    if held.keys() != set(spec.members):
+        return False
+    owners, parts = _flatten(held, held)
+    owned = dict(zip(parts, owners, strict=True))
+    ppt = spec.partitions_per_topic
+    if len(owned) != len(parts) or len(owned) != sum(ppt[t] for t in spec.topics):
+        return False  # a partition held twice, or one without an owner
+    numbers = list(map(_number, parts))
+    if set(map(type, numbers)) - {int} or min(numbers, default=0) < 0:
+        return False
+    if not all(map(lt, numbers, map(ppt.get, map(_topic, parts), repeat(0)))):
+        return False
+    pairs = set(zip(owners, map(_topic, parts), strict=True))
+    return all(t in spec.topics_of[m] for m, t in pairs)
+
+
+def _flatten(
+    held: Mapping[str, Collection[TopicPartition]], members: Iterable[str]
+) -> tuple[list[str], list[TopicPartition]]:
+    """Every partition ``members`` hold, and beside each its holder."""
+    names = list(members)
+    lists = list(map(held.__getitem__, names))
+    owners = list(chain.from_iterable(map(repeat, names, map(len, lists))))
+    return owners, list(chain.from_iterable(lists))
 
 
 def is_balanced(assignment: Held, subscriptions: Subscriptions) -> bool:
@@ -79,7 +122,7 @@ def imbalances(assignment: Held, subscriptions: Subscriptions) -> list[tuple[str
     for member in sorted(assignment):
         if member not in counts:
             continue
-        for topic in sorted({TopicPartition(*tp).topic for tp in assignment[member]}):
+        for topic in sorted(set(map(_topic, assignment[member]))):
             if topic in least and counts[member] >= least[topic][0] + 2:
                 out.append((member, least[topic][1], topic))
     return out
@@ -88,29 +131,34 @@ def imbalances(assignment: Held, subscriptions: Subscriptions) -> list[tuple[str
 def movement(before: Held, after: Held, subscriptions: Subscriptions | None = None) -> int:
     """Partitions whose previous owner is still present (and, given subscriptions, still
     subscribed to the topic) but no longer holds them."""
-    owner_after = {TopicPartition(*tp): m for m, tps in after.items() for tp in tps}
-    moved = 0
-    for member, tps in before.items():
-        if member not in after:
-            continue
-        topics = None if subscriptions is None else set(subscriptions.get(member, ()))
-        for raw in tps:
-            tp = TopicPartition(*raw)
-            if topics is not None and tp.topic not in topics:
-                continue
-            if tp in owner_after and owner_after[tp] != member:
-                moved += 1
-    return moved
+    owner_after: dict[TopicPartition, str] = {}
+    for m, tps in _as_partitions(after).items():
+        owner_after.update(zip(tps, repeat(m)))
+    held = _as_partitions(before)
+    owners, parts = _flatten(held, (m for m in held if m in after))
+    if subscriptions is not None:
+        pairs = list(zip(owners, map(_topic, parts), strict=True))
+        dropped = {(m, t) for m, t in set(pairs) if t not in subscriptions.get(m, ())}
+        if dropped:
+            keep = [pair not in dropped for pair in pairs]
+            owners, parts = list(compress(owners, keep)), list(compress(parts, keep))
+    now = list(map(owner_after.get, parts))
+    # None != owner too, so the partitions nobody holds now are taken back out.
+    changed: int = sum(map(ne, now, owners))
+    return changed - now.count(None)
 
 
 def member_lag(assignment: Held, lag: LagMap | None) -> dict[str, int]:
-    lag = lag or {}
-    return {m: sum(lag.get(TopicPartition(*tp), 0) for tp in tps) for m, tps in assignment.items()}
+    get = (lag or {}).get
+    return {m: sum(map(get, tps, repeat(0))) for m, tps in _as_partitions(assignment).items()}
 
 
 def lag_skew(assignment: Held, lag: LagMap | None) -> float:
     """Largest member lag / mean member lag; 1.0 is perfectly even (or no lag at all)."""
-    totals = member_lag(assignment, lag)
+    return _skew(member_lag(assignment, lag))
+
+
+def _skew(totals: Mapping[str, int]) -> float:
     if not totals:
         return 1.0
     mean = sum(totals.values()) / len(totals)
@@ -133,8 +181,16 @@ def evaluate(
         count_spread=(max(counts) - min(counts)) if counts else 0,
         moved=movement(before, assignment, subscriptions) if before else 0,
         max_member_lag=max(totals.values(), default=0),
-        lag_skew=lag_skew(assignment, lag),
+        lag_skew=_skew(totals),
     )
+
+
+def _as_partitions(held: Held) -> Mapping[str, Collection[TopicPartition]]:
+    """``held`` with every entry a ``TopicPartition``; checked in one pass over all of
+    them and rebuilt only when the caller passed plain pairs."""
+    if set(map(type, chain.from_iterable(held.values()))) <= {TopicPartition}:
+        return held  # type: ignore[return-value]
+    return {m: [TopicPartition(*raw) for raw in tps] for m, tps in held.items()}
 
 
 def minimal_movement_uniform(current: Held, members: list[str], total: int) -> int:

@@ -26,8 +26,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -39,6 +40,7 @@ from controller.tools.simfleet import Fleet
 from controller.wire.records import LagRecord, partition_key
 
 GROUP = "load"
+T = TypeVar("T")
 _NEW_IDS = itertools.count()
 
 
@@ -67,12 +69,20 @@ async def lag_swing(producer: AIOKafkaProducer, topics: list[str], per_topic: in
     await asyncio.gather(*futures)
 
 
-async def run(args: argparse.Namespace) -> dict[str, object]:
-    random.seed(7)
-    with tempfile.TemporaryDirectory(prefix="ballast-load-") as tmp:
+async def with_brokers(
+    prefix: str,
+    body: Callable[[Path, embedded.BrokerProcess, embedded.BrokerProcess], Awaitable[T]],
+) -> T:
+    """Tansu and Mosquitto on loopback in a temporary directory, around ``body``."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         work = Path(tmp)
         with embedded.tansu(work).start() as kafka, embedded.mosquitto(work).start() as mqtt:
-            return await _run(args, work, kafka, mqtt)
+            return await body(work, kafka, mqtt)
+
+
+async def run(args: argparse.Namespace) -> dict[str, object]:
+    random.seed(7)
+    return await with_brokers("ballast-load-", lambda work, k, m: _run(args, work, k, m))
 
 
 async def _run(
@@ -125,7 +135,7 @@ async def _run(
             # Complete as the fleet holds it; balanced, nothing in flight as the
             # controller sees it.
             await fleet.wait_for(
-                lambda: _settled(fleet, total) and _controller_settled(port),
+                lambda: fleet_settled(fleet, total) and controller_settled(port, GROUP),
                 timeout=1800,
                 every=0.1,
             )
@@ -140,7 +150,7 @@ async def _run(
         events = await churn(fleet, producer, topics, per_topic, args.seconds, args.rate)
         wall = time.monotonic() - t0
         settle_start = time.monotonic()
-        await fleet.wait_for(lambda: _controller_settled(port), timeout=1800, every=0.1)
+        await fleet.wait_for(lambda: controller_settled(port, GROUP), timeout=1800, every=0.1)
         settle = time.monotonic() - settle_start
         after = await asyncio.to_thread(scrape, port)
         rebalances = sum(v for k, v in after.items() if k.startswith("ballast_rebalances_total{"))
@@ -177,7 +187,7 @@ async def _run(
         }
         if args.soak_minutes:
             result["soak"] = await soak(fleet, producer, topics, per_topic, port, daemon.pid, args)
-            await fleet.wait_for(lambda: _controller_settled(port), timeout=1800, every=0.1)
+            await fleet.wait_for(lambda: controller_settled(port, GROUP), timeout=1800, every=0.1)
         reports = await run_audit(kafka.address, "ballast.assignments", [GROUP], 3600.0)
         result["audit"] = (
             "clean" if reports and all(r.ok for r in reports) else [r.render() for r in reports]
@@ -191,17 +201,18 @@ async def _run(
     return result
 
 
-def _settled(fleet: Fleet, total: int) -> bool:
+def fleet_settled(fleet: Fleet, total: int) -> bool:
+    """Every partition held by exactly one member, as the fleet sees it."""
     owners = fleet.owners()
     return len(owners) == total and all(len(o) == 1 for o in owners.values())
 
 
-def _controller_settled(port: int) -> bool:
+def controller_settled(port: int, group: str) -> bool:
     """The controller's own view: nothing pending, every grant its target, no handoff in
     flight (``/v1/groups``: O(1) to answer, so polling it does not load the controller)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/groups", timeout=10) as r:
         view = json.loads(r.read())
-    return bool(view["groups"][GROUP]["settled"])
+    return bool(view["groups"][group]["settled"])
 
 
 async def churn(

@@ -30,8 +30,6 @@ import pyarrow as pa
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.helpers import create_ssl_context
-from aiokafka.partitioner import DefaultPartitioner
-from aiokafka.producer.message_accumulator import BatchBuilder
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamArrowWriter,
@@ -47,8 +45,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from controller.runtime.packed_send import PackedSender
+
 NAME = "ballast_kafka"
-_PARTITIONER = DefaultPartitioner()
 #: The native connector's row schema (without the optional headers column).
 ROW_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, "
@@ -422,38 +421,19 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         return _run(self._write(iterator))
 
     async def _write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommit:
-        """Records are packed into one batch per topic partition and each full batch is
-        sent whole, placed by the Java client's partitioner (murmur2 of the key), so a key
-        lands where the native sink would put it: about 4x cheaper than a ``send`` each."""
-        producer = await _producer(self._opts)
-        partitions: dict[str, list[int]] = {}
-        open_batches: dict[tuple[str, int], BatchBuilder] = {}
-        sent: list[asyncio.Future[Any]] = []
-        rows = 0
+        """Packed per topic partition (``PackedSender``): a key lands where the native
+        sink would put it, at about a quarter of the cost of a ``send`` each."""
+        out = PackedSender(await _producer(self._opts))
         for batch in iterator:
             columns = batch.to_pydict()
             topics = columns.get("topic") or [None] * batch.num_rows
             keys = columns.get("key") or [None] * batch.num_rows
-            for topic_or_none, key_raw, value_raw in zip(
-                topics, keys, columns["value"], strict=True
-            ):
-                topic = topic_or_none or self._opts.sink_topic
-                assert topic is not None  # the constructor checked there is one
-                if topic not in partitions:
-                    partitions[topic] = sorted(await producer.partitions_for(topic))
-                key, value = _bytes(key_raw), _bytes(value_raw)
-                part = _PARTITIONER(key, partitions[topic], partitions[topic])
-                builder = open_batches.get((topic, part))
-                if builder is None or builder.append(key=key, value=value, timestamp=None) is None:
-                    if builder is not None:  # full: send it, start the next
-                        sent.append(await producer.send_batch(builder, topic, partition=part))
-                    builder = open_batches[topic, part] = producer.create_batch()
-                    builder.append(key=key, value=value, timestamp=None)
-                rows += 1
-        for (topic, part), builder in open_batches.items():
-            sent.append(await producer.send_batch(builder, topic, partition=part))
-        await asyncio.gather(*sent)  # raises the first delivery error
-        return KafkaCommit(rows)
+            for topic, key, value in zip(topics, keys, columns["value"], strict=True):
+                sink = topic or self._opts.sink_topic
+                assert sink is not None  # the constructor checked there is one
+                await out.add(sink, _bytes(key), _bytes(value))
+        await out.flush()
+        return KafkaCommit(out.records)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Rows are delivered by ``write``; nothing to finish."""

@@ -9,10 +9,16 @@ import random
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
+from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
 
 from assignors import TopicPartition, assign, quality
 from controller.wire.records import TraceEvent, decode
+
+_new_tuple = tuple.__new__
+#: A lag reading ``(topic, partition, lag)``: its partition and its value.
+_pair, _value = itemgetter(0, 1), itemgetter(2)
 
 
 def read_jsonl(path: Path) -> Iterator[TraceEvent]:
@@ -120,64 +126,80 @@ def _subscribed_partitions(counts: dict[str, int], subs: dict[str, list[str]]) -
     return sum(counts.get(t, 0) for t in {t for ts in subs.values() for t in ts})
 
 
-def _vs_bound(
-    worst: int, counts: dict[str, int], subs: dict[str, list[str]], lag: dict[TopicPartition, int]
+def _bound(
+    counts: dict[str, int], subs: dict[str, list[str]], lag: dict[TopicPartition, int]
 ) -> float:
+    """A lower bound on any assignment's largest member lag: the hottest live partition,
+    or an even share of all live lag."""
     topics = {t for ts in subs.values() for t in ts}
     live = [
         v for tp, v in lag.items() if tp.topic in topics and tp.partition < counts.get(tp.topic, 0)
     ]
-    bound = max(max(live, default=0), sum(live) / len(subs))
+    return max(max(live, default=0), sum(live) / len(subs))
+
+
+def _vs_bound(worst: int, bound: float) -> float:
     return worst / bound if bound > 0 else 1.0
 
 
 def replay(events: list[TraceEvent], strategies: Iterable[str]) -> list[StepResult]:
     """One group's trace through each strategy, each carrying its own assignment
-    forward as ``current``; one assignment per step."""
-    out: list[StepResult] = []
+    forward as ``current``; one assignment per step. Results come strategy by strategy.
+
+    The group's state (members, partition counts, lag) does not depend on the strategy:
+    it is advanced once per step and every strategy assigns from it."""
+    names = list(strategies)
+    per: dict[str, list[StepResult]] = {s: [] for s in names}
+    current: dict[str, dict[str, list[TopicPartition]]] = {s: {} for s in names}
+    subs: dict[str, list[str]] = {}
+    counts: dict[str, int] = {}
+    lag: dict[TopicPartition, int] = {}
     ordered = sorted(events, key=lambda e: e.t)  # stable: equal t keeps trace order
-    for strategy in strategies:
-        subs: dict[str, list[str]] = {}
-        counts: dict[str, int] = {}
-        lag: dict[TopicPartition, int] = {}
-        current: dict[str, list[TopicPartition]] = {}
-        for n, step in enumerate(steps_of(ordered)):
-            for e in step:
-                if e.kind == "join" and e.member is not None and e.topics is not None:
-                    subs[e.member] = e.topics
-                elif e.kind == "leave" and e.member is not None:
-                    subs.pop(e.member, None)
-                elif e.kind == "partitions" and e.partitions is not None:
-                    counts.update(e.partitions)
-                elif e.kind == "lag" and e.lag is not None:
-                    lag.update((TopicPartition(t, p), v) for t, p, v in e.lag)
-            if not subs:
-                continue
+    for n, step in enumerate(steps_of(ordered)):
+        for e in step:
+            if e.kind == "join" and e.member is not None and e.topics is not None:
+                subs[e.member] = e.topics
+            elif e.kind == "leave" and e.member is not None:
+                subs.pop(e.member, None)
+            elif e.kind == "partitions" and e.partitions is not None:
+                counts.update(e.partitions)
+            elif e.kind == "lag" and e.lag is not None:
+                lag.update(
+                    zip(
+                        map(_new_tuple, repeat(TopicPartition), map(_pair, e.lag)),
+                        map(_value, e.lag),
+                        strict=True,
+                    )
+                )
+        if not subs:
+            continue
+        bound = _bound(counts, subs, lag)
+        partitions = _subscribed_partitions(counts, subs)
+        for strategy in names:
+            before = current[strategy]
             started = time.perf_counter()
-            result = assign(strategy, counts, subs, current=current, lag=lag)
+            result = assign(strategy, counts, subs, current=before, lag=lag)
             spent = time.perf_counter() - started
-            q = quality.evaluate(result, counts, subs, before=current, lag=lag)
-            out.append(
+            q = quality.evaluate(result, counts, subs, before=before, lag=lag)
+            per[strategy].append(
                 StepResult(
                     strategy=strategy,
                     group=step[0].group,
                     step=n,
                     t=step[0].t,
                     members=len(subs),
-                    partitions=sum(
-                        counts.get(t, 0) for t in {t for ts in subs.values() for t in ts}
-                    ),
+                    partitions=partitions,
                     moved=q.moved,
                     valid=q.valid,
                     count_spread=q.count_spread,
                     max_member_lag=q.max_member_lag,
                     lag_skew=q.lag_skew,
-                    lag_vs_bound=_vs_bound(q.max_member_lag, counts, subs, lag),
+                    lag_vs_bound=_vs_bound(q.max_member_lag, bound),
                     compute_seconds=spent,
                 )
             )
-            current = result
-    return out
+            current[strategy] = result
+    return [r for s in names for r in per[s]]
 
 
 def as_rows(results: Iterable[StepResult]) -> list[dict[str, object]]:

@@ -78,9 +78,7 @@ class Controller:
             ready_changed=self._show_ready,
             stopping=lambda: self._stopping,
         )
-        self._lag = LagIngest(
-            cfg, self.state, self._samples, self._invalid, self.metrics.lag_record_age
-        )
+        self._lag = LagIngest(cfg, self.state, self._samples, self._invalid, self.metrics)
         cap = cfg.metrics.per_member_cap if cfg.metrics.per_member else None
         self.metrics.group_gauges.source = lambda: [
             reading(g, cap) for _, g in sorted(self.state.groups.items())

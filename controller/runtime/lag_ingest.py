@@ -9,12 +9,12 @@ import time
 from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer
-from prometheus_client import Histogram
 
 from assignors import TopicPartition
 from controller import logs
 from controller.runtime.config import Config
 from controller.runtime.kafka_io import SamplePublisher, client_options
+from controller.runtime.metrics import Metrics
 from controller.runtime.replica_state import ReplicaState, subscribed
 from controller.wire.records import DecodeError, LagRecord, decode, split_key
 
@@ -28,13 +28,14 @@ class LagIngest:
         state: ReplicaState,
         samples: SamplePublisher | None,
         invalid: Callable[[str, str], None],
-        record_age: Histogram,
+        metrics: Metrics,
     ) -> None:
         self.cfg = cfg
         self._state = state
         self._samples = samples
         self._invalid = invalid
-        self._age = record_age
+        self._age = metrics.lag_record_age
+        self._poll_seconds = metrics.lag_poll
 
     async def poll(self) -> None:
         """Offsets of every subscribed partition: lag for the groups (``source: poll``)
@@ -49,6 +50,7 @@ class LagIngest:
                     for t, n in g.state.engine.partitions_per_topic.items()
                     if n > 0 and t in topics
                 }
+                began = time.perf_counter()
                 try:
                     offsets = await self._state.readers[g.name].offsets(ppt, reset == "earliest")
                     if self._samples is not None and offsets:
@@ -56,6 +58,7 @@ class LagIngest:
                 except Exception as exc:
                     log.warning("lag_poll_failed", group=g.name, error=repr(exc))
                     continue
+                self._poll_seconds.labels(g.name).observe(time.perf_counter() - began)
                 if use_lag and offsets:
                     g.state.on_lag(
                         {tp: o.lag(reset) for tp, o in offsets.items()}, time.monotonic()

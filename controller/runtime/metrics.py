@@ -189,6 +189,14 @@ class Metrics:
             buckets=DURATION_BUCKETS,
             registry=r,
         )
+        self.lag_poll = Histogram(
+            "ballast_lag_poll_duration_seconds",
+            "One poll of a group's offsets (committed, end, start of every subscribed "
+            "partition), with its samples written when lag.samples_topic is set.",
+            ["group"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
         self.handoff = Histogram(
             "ballast_handoff_duration_seconds",
             "From a partition's revoke being published to its grant to the new owner.",

@@ -99,6 +99,10 @@ async def test_samples_to_spark_to_the_controllers_lag_view(  # noqa: PLR0917
             await fleet.wait_for(lambda: state.lag.get(p0) == 5 or not query.isActive, 90)
             assert query.isActive
             assert ctl.metrics.invalid.labels("lag")._value.get() == 0
+            # the loop's two halves as the controller measures them
+            value = ctl.metrics.registry.get_sample_value
+            assert (value("ballast_lag_poll_duration_seconds_count", {"group": group}) or 0) > 0
+            assert (value("ballast_lag_record_age_seconds_count", {"group": group}) or 0) > 0
             await asyncio.sleep(3)  # a few scrapes after the last batch
             missing = [
                 f"{title}: {expr}"

@@ -206,9 +206,7 @@ async def _lag_record_outcome(key: bytes | None, value: bytes | None) -> None:
     state = ReplicaState()
     state.groups["g"] = ManagedGroup("g", GroupState("g", GroupTuning(), {"orders": 4}), 1)
     rejected: list[str] = []
-    ingest = LagIngest(
-        _cfg(), state, None, lambda source, _why: rejected.append(source), _METRICS.lag_record_age
-    )
+    ingest = LagIngest(_cfg(), state, None, lambda source, _why: rejected.append(source), _METRICS)
     readings: dict[str, dict[Any, int | None]] = {}
     ingest.record(Msg(key, value), readings)
     invalid = rejected.count("lag")
