@@ -4,6 +4,7 @@ on movement or balance (no timing here: timings live in benchmarks/, never in te
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 import assignors_bench as bench
 import controller_scale
+import pipeline_loop
 
 
 @pytest.mark.parametrize("mixed", [False, True])
@@ -62,3 +64,20 @@ def test_the_controller_scale_driver_settles_a_small_fleet_and_stays_exclusive()
         for tp in m.applied:
             assert tp not in held, f"{tp} applied by {held[tp]} and {m.name}"
             held[tp] = m.name
+
+
+def test_the_closed_loop_benchmark_sees_the_controller_match_the_broker() -> None:
+    """``pipeline_loop.py`` at a tiny size: poller -> Spark job -> controller, and the
+    controller's lag view equals the broker's reading for every partition at some check."""
+    args = argparse.Namespace(
+        members=4, partitions=120, topics=2, seconds=75, poll_interval=2, trigger=2, log_dir=None
+    )
+    result = asyncio.run(pipeline_loop.run(args))
+    view = result["view_matches_direct_reading"]
+    assert isinstance(view, dict)
+    assert view["first_all_s"] is not None, view
+    records, lag = result["lag_records"], result["total_lag"]
+    assert isinstance(records, int)
+    assert isinstance(lag, int)
+    assert records > 0
+    assert lag > 0
