@@ -13,7 +13,7 @@ rules and errors) when they are not.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import chain, compress, repeat
 from operator import add, itemgetter
@@ -170,9 +170,8 @@ class TopicIds:
         members = [m for m in named if m in spec.topics_of]
         lists: list[object] = [current[m] for m in members]
         read = self._well_formed(lists, spec.partitions_per_topic)
-        if read is None:
-            read = self._item_by_item_all(spec, members, lists), False
-        (owner, pids), whole = read
+        whole = read is not None
+        owner, pids = read if read is not None else self._item_by_item_all(spec, members, lists)
         n = len(members)
         intact = np.ones(n, dtype=bool)
         keep = self._subscribed(spec, members, owner, pids)
@@ -209,7 +208,7 @@ class TopicIds:
 
     def _well_formed(
         self, lists: list[object], ppt: Mapping[str, int]
-    ) -> tuple[tuple[NDArray[np.intp], NDArray[np.int64]], bool] | None:
+    ) -> tuple[NDArray[np.intp], NDArray[np.int64]] | None:
         """Every claim's owner (an index into ``lists``) and pid, in order, if every claim
         is a list or tuple of ``TopicPartition`` with a partition that exists; ``None``
         otherwise."""
@@ -227,12 +226,11 @@ class TopicIds:
             numbers = np.fromiter(parts, np.int64, n)
         except (KeyError, OverflowError):
             return None
-        sizes = np.fromiter(map(ppt.get, self.names, repeat(0)), np.int64, len(self.names))
-        if n and not ((numbers >= 0) & (numbers < sizes[tids])).all():
+        if n and not ((numbers >= 0) & (numbers < self._sizes(ppt)[tids])).all():
             return None
         lens = np.fromiter(map(len, lists), np.intp, len(lists))  # type: ignore[arg-type]
         owner = np.repeat(np.arange(len(lists), dtype=np.intp), lens)
-        return (owner, (tids << PART_BITS) | numbers), True
+        return owner, (tids << PART_BITS) | numbers
 
     def _item_by_item_all(
         self, spec: GroupSpec, members: list[str], lists: list[object]
@@ -291,10 +289,14 @@ class TopicIds:
 
     def dense(self, ppt: Mapping[str, int], pids: NDArray[np.int64]) -> NDArray[np.int64]:
         """Valid pids as indexes ``0 .. sum(partition counts) - 1``, topic after topic."""
-        sizes = np.fromiter(map(ppt.get, self.names, repeat(0)), np.int64, len(self.names))
+        sizes = self._sizes(ppt)
         offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
         index: NDArray[np.int64] = offsets[pids >> PART_BITS] + (pids & PART_MASK)
         return index
+
+    def _sizes(self, ppt: Mapping[str, int]) -> NDArray[np.int64]:
+        """Partition count per topic id (0 for a topic ``ppt`` does not name)."""
+        return np.fromiter(map(ppt.get, self.names, repeat(0)), np.int64, len(self.names))
 
     def _item_by_item(
         self, items: object, topics: frozenset[str], ppt: Mapping[str, int]
@@ -331,10 +333,13 @@ class Claims:
         return len(self.members)
 
     def by_member(self) -> dict[str, list[int]]:
-        flat = self.pids.tolist()
-        ends = self.ends.tolist()
-        chunks = map(flat.__getitem__, map(slice, [0, *ends[:-1]], ends))
-        return dict(zip(self.members, chunks, strict=True))
+        return dict(zip(self.members, runs(self.pids, self.ends), strict=True))
+
+
+def runs(flat: NDArray[np.int64], ends: NDArray[np.intp]) -> Iterator[list[int]]:
+    """``flat`` cut at ``ends`` into lists of ints: run ``i`` is ``flat[ends[i-1]:ends[i]]``."""
+    values, stops = flat.tolist(), ends.tolist()
+    return map(values.__getitem__, map(slice, [0, *stops[:-1]], stops))
 
 
 def valid_claims(

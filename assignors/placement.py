@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from .ids import Claims
+from .ids import Claims, runs
 from .spec import GroupSpec
 from .types import Assignment, TopicPartition
 
@@ -176,7 +176,6 @@ def keep_uniform(
     pids = np.concatenate((claims.pids[stays], pool))
     order = np.lexsort((pids, holder))
     changed = np.flatnonzero(changes)
-    ends = np.searchsorted(holder[order], changed, side="right").tolist()
-    flat = pids[order].tolist()
-    chunks = map(flat.__getitem__, map(slice, [0, *ends[:-1]], ends))
+    ends = np.searchsorted(holder[order], changed, side="right")
+    chunks = runs(pids[order], ends)
     return dict(zip(map(members.__getitem__, changed.tolist()), chunks, strict=True))

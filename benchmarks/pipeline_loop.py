@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import signal
@@ -218,7 +219,7 @@ async def _run(
             for metric in ("ballast_lag_record_age_seconds", "ballast_lag_poll_duration_seconds")
         )
         cpu = "process_cpu_seconds_total"
-        moved = 'ballast_partitions_moved_total{group="loop",reason="lag"}'
+        moved = f'ballast_partitions_moved_total{{group="{GROUP}",reason="lag"}}'
         result |= {
             "seconds": round(wall, 1),
             "batches": len(batches),
@@ -243,6 +244,8 @@ async def _run(
     finally:
         if watching is not None:
             watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching  # its consumer stops before the brokers do
         if job is not None and job.poll() is None:
             job.send_signal(signal.SIGINT)
             try:
