@@ -1,7 +1,8 @@
 """Pure partition assignment: no I/O, no asyncio, no Kafka client.
 
 from assignors import assign, TopicPartition, STRATEGIES
-assign(strategy, partitions_per_topic, subscriptions, *, current=None, lag=None)
+assign(strategy, partitions_per_topic, subscriptions, *, current=None, lag=None,
+       member_racks=None, partition_racks=None)
 """
 
 from .engine import IncrementalAssignor

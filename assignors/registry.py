@@ -8,6 +8,10 @@ from .classic import range_assign, roundrobin_assign
 from .engine import IncrementalAssignor
 from .lagbased import lag_assign
 from .placement import greedy_place
+from .policy import DEFAULT_POLICY
+from .rack_align import align_racks, lag_cap
+from .rack_range import rack_range_assign
+from .racks import MemberRacks, PartitionRacks, Racks, build_racks
 from .spec import GroupSpec, build_spec, normalize_lag
 from .types import (
     Assignment,
@@ -35,20 +39,40 @@ def assign(
     *,
     current: CurrentAssignment | None = None,
     lag: LagMap | None = None,
+    member_racks: MemberRacks | None = None,
+    partition_racks: PartitionRacks | None = None,
 ) -> Assignment:
     """Assign every partition of every subscribed topic to exactly one subscriber.
 
     ``range``, ``roundrobin``, ``fair`` and ``lag`` ignore ``current``; ``sticky`` and
     ``lagsticky`` keep as much of it as balance allows. Every member of ``subscriptions``
     is a key of the result and each list is sorted.
+
+    ``member_racks`` (``{member: client.rack}``) and ``partition_racks`` (``{partition:
+    racks of its replicas}``) make ``range``, ``sticky`` and ``lagsticky`` rack aware
+    (KIP-881): members are matched with replica racks where that costs no balance (and,
+    for ``lagsticky``, not the lag target). The other strategies validate and ignore them.
     """
     if strategy not in STRATEGIES:
         raise ValueError(
             f"unknown strategy {strategy!r}; valid strategies: {', '.join(STRATEGIES)}"
         )
-    if strategy in _STATELESS:
+    racks: Racks | None = None
+    spec: GroupSpec | None = None
+    if member_racks is not None or partition_racks is not None:
         spec = build_spec(partitions_per_topic, subscriptions)
+        racks = build_racks(spec, member_racks, partition_racks)
+    if strategy in _STATELESS:
+        spec = spec or build_spec(partitions_per_topic, subscriptions)
+        if strategy == "range" and racks is not None:
+            return rack_range_assign(spec, racks)
         return _STATELESS[strategy](spec, normalize_lag(lag))
-    return IncrementalAssignor.solve(
-        partitions_per_topic, subscriptions, current, lag, lag_aware=strategy == "lagsticky"
+    lag_aware = strategy == "lagsticky"
+    out = IncrementalAssignor.solve(
+        partitions_per_topic, subscriptions, current, lag, lag_aware=lag_aware
     )
+    if spec is None or racks is None or not racks.useful():
+        return out
+    weights = normalize_lag(lag) if lag_aware else {}
+    cap = lag_cap(out, weights, DEFAULT_POLICY) if weights else None
+    return align_racks(out, spec.topics_of, racks, weights, cap)

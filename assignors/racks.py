@@ -1,0 +1,120 @@
+"""Rack awareness as KIP-881 defines it: a member's ``client.rack`` against the racks of
+each partition's replicas, so a member fetches from a replica in its own zone and the
+cross-zone traffic that clouds bill disappears.
+
+Kafka applies rack awareness only when it can help: some member declares a rack, that
+rack holds replicas, and not every partition has replicas on exactly the same racks (if
+every partition is on every rack, any placement is already local). ``use_rack_aware``
+is that rule, word for word; every rack-aware strategy asks it first, so a group without
+racks is assigned exactly as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+
+from .spec import GroupSpec, as_partition
+from .types import TopicPartition
+
+#: Kafka sends ``client.rack`` as a protocol string; the limit keeps records bounded.
+MAX_RACK_LENGTH = 255
+_NO_RACKS: frozenset[str] = frozenset()
+
+MemberRacks = Mapping[str, str | None]
+PartitionRacks = Mapping[TopicPartition, Collection[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Racks:
+    """Validated racks of one group: members with a rack, replica racks per partition."""
+
+    member: Mapping[str, str]
+    #: Replica racks of each existing partition of a subscribed topic; absent means none known.
+    partition: Mapping[TopicPartition, frozenset[str]]
+
+    def replicas(self, tp: TopicPartition) -> frozenset[str]:
+        return self.partition.get(tp, _NO_RACKS)
+
+    def mismatched(self, member: str, tp: TopicPartition) -> bool:
+        """``member`` declares a rack and no replica of ``tp`` is on it (Kafka's count)."""
+        rack = self.member.get(member)
+        return rack is not None and rack not in self.partition.get(tp, _NO_RACKS)
+
+    def useful(self) -> bool:
+        """Kafka's rule over the whole group (the sticky assignors' ``RackInfo``)."""
+        return use_rack_aware(
+            set(self.member.values()), set().union(*self.partition.values()), self.partition
+        )
+
+
+def use_rack_aware(
+    member_racks: Collection[str],
+    partition_racks: Collection[str],
+    racks_per_partition: Mapping[TopicPartition, frozenset[str]],
+) -> bool:
+    """KIP-881: some member rack holds replicas, and the partitions are not all on the
+    same racks. ``racks_per_partition`` must name every partition considered."""
+    if not member_racks or not set(member_racks) & set(partition_racks):
+        return False
+    every = frozenset(partition_racks)
+    return not all(racks == every for racks in racks_per_partition.values())
+
+
+def check_rack(rack: object, where: str) -> str:
+    """A rack name as Kafka clients send it: a non-empty printable string, no spaces."""
+    if not isinstance(rack, str):
+        raise TypeError(f"{where}: rack must be a str, got {rack!r}")
+    if not rack or len(rack) > MAX_RACK_LENGTH:
+        raise ValueError(f"{where}: rack must be 1..{MAX_RACK_LENGTH} characters, got {rack!r}")
+    if not rack.isprintable() or any(c.isspace() for c in rack):
+        raise ValueError(f"{where}: rack {rack!r} contains whitespace or control characters")
+    return rack
+
+
+def build_racks(
+    spec: GroupSpec,
+    member_racks: MemberRacks | None,
+    partition_racks: PartitionRacks | None,
+) -> Racks | None:
+    """Validate both maps against the group; ``None`` when no member declares a rack, so
+    callers keep their rack-blind path (Kafka ignores replica racks then too).
+
+    A rack of ``None`` means "no rack" (an unset ``client.rack``). A member that is not in
+    the group is a caller bug and is named; replica racks of partitions that do not exist
+    (yet) are ignored, as metadata and partition counts are read at different times.
+    """
+    members: dict[str, str] = {}
+    for member, rack in (member_racks or {}).items():
+        if member not in spec.topics_of:
+            raise ValueError(f"member_racks: {member!r} is not a member of subscriptions")
+        if rack is not None:
+            members[member] = check_rack(rack, f"member_racks[{member!r}]")
+    parts: dict[TopicPartition, frozenset[str]] = {}
+    ppt = spec.partitions_per_topic
+    for key, racks in (partition_racks or {}).items():
+        tp = as_partition(key)
+        if tp is None:
+            raise TypeError(f"partition_racks key {key!r}: expected a (topic, partition) pair")
+        if isinstance(racks, str) or not isinstance(racks, Iterable):
+            raise TypeError(
+                f"partition_racks[{key!r}]: expected a collection of rack names, got {racks!r}"
+            )
+        named = frozenset(check_rack(r, f"partition_racks[{key!r}]") for r in racks)
+        if 0 <= tp.partition < ppt.get(tp.topic, 0):
+            parts[tp] = named
+    if not members:
+        return None
+    return Racks(members, parts)
+
+
+def cross_rack(assignment: Mapping[str, Iterable[TopicPartition]], racks: Racks | None) -> int:
+    """Partitions held by a member whose rack holds none of their replicas."""
+    if racks is None:
+        return 0
+    total = 0
+    for member, rack in racks.member.items():
+        for tp in assignment.get(member, ()):
+            if rack not in racks.partition.get(tp, _NO_RACKS):
+                total += 1
+    return total
