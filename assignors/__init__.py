@@ -13,6 +13,7 @@ from .events import (
     LagUpdated,
     MemberJoined,
     MemberLeft,
+    PartitionRacksChanged,
     PartitionsChanged,
     SubscriptionChanged,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "LagUpdated",
     "MemberJoined",
     "MemberLeft",
+    "PartitionRacksChanged",
     "PartitionsChanged",
     "SubscriptionChanged",
     "TopicPartition",

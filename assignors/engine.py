@@ -47,6 +47,7 @@ from .events import (
     LagUpdated,
     MemberJoined,
     MemberLeft,
+    PartitionRacksChanged,
     PartitionsChanged,
     SubscriptionChanged,
 )
@@ -60,7 +61,9 @@ from .placement import (
     weight_array,
 )
 from .policy import DEFAULT_POLICY, LagPolicy
-from .spec import GroupSpec, build_spec, check_lag
+from .rack_index import RackIndex
+from .racks import MemberRacks, PartitionRacks, Racks, build_racks, check_rack
+from .spec import GroupSpec, as_partition, build_spec, check_lag
 from .types import (
     Assignment,
     CurrentAssignment,
@@ -162,6 +165,7 @@ class IncrementalAssignor:
         self._hheap: dict[int, list[tuple[int, int, str]]] | None = None
         self._hheap_size = 0
         self._total_lag = 0
+        self._racks = RackIndex()
         self._begin()
 
     # ------------------------------------------------------------------ construction
@@ -176,15 +180,26 @@ class IncrementalAssignor:
         *,
         lag_aware: bool = True,
         policy: LagPolicy = DEFAULT_POLICY,
+        member_racks: MemberRacks | None = None,
+        partition_racks: PartitionRacks | None = None,
     ) -> tuple[IncrementalAssignor, Change]:
         """Build an engine from a whole group at once and settle it.
 
         Valid parts of ``current`` are kept; with nothing to keep, a fresh placement is
         computed in bulk (far faster than placing partitions one by one). The returned
-        ``Change`` is relative to the kept part of ``current``.
+        ``Change`` is relative to the kept part of ``current``. With racks, every
+        partition is then aligned as far as count-neutral swaps allow.
         """
         with _gc_paused():
-            start = _Start.of(partitions_per_topic, subscriptions, current, lag, lag_aware)
+            start = _Start.of(
+                partitions_per_topic,
+                subscriptions,
+                current,
+                lag,
+                lag_aware,
+                member_racks,
+                partition_racks,
+            )
             eng, change = start.engine(policy)
             eng._build_heaps()  # ready for the first event
         return eng, change
@@ -198,17 +213,28 @@ class IncrementalAssignor:
         *,
         lag_aware: bool = True,
         policy: LagPolicy = DEFAULT_POLICY,
+        member_racks: MemberRacks | None = None,
+        partition_racks: PartitionRacks | None = None,
     ) -> Assignment:
         """``from_snapshot(...)[0].assignment()`` without building the indexes when a
         fresh uniform deal is already final (nothing to keep, no lag to even out)."""
         with _gc_paused():
-            start = _Start.of(partitions_per_topic, subscriptions, current, lag, lag_aware)
-            if start.final:
-                return start.dealt()
-            if start.uniform and not start.weighted:
-                return start.kept_uniform()
+            start = _Start.of(
+                partitions_per_topic,
+                subscriptions,
+                current,
+                lag,
+                lag_aware,
+                member_racks,
+                partition_racks,
+            )
+            if not start.racked:
+                if start.final:
+                    return start.dealt()
+                if start.uniform and not start.weighted:
+                    return start.kept_uniform()
             eng, change = start.engine(policy)
-            if start.fresh:
+            if start.fresh or start.racked:
                 return eng.assignment()
             # Members the settling did not change keep their claim: hand back the
             # caller's partition objects instead of building new ones.
@@ -305,13 +331,15 @@ class IncrementalAssignor:
         lag_only = True
         for event in events:
             if isinstance(event, MemberJoined):
-                self._join(event.member, frozenset(event.topics))
+                self._join(event.member, frozenset(event.topics), event.rack)
             elif isinstance(event, MemberLeft):
                 self._leave(event.member)
             elif isinstance(event, SubscriptionChanged):
                 self._resubscribe(event.member, frozenset(event.topics))
             elif isinstance(event, PartitionsChanged):
                 self._repartition(event.topic, event.count)
+            elif isinstance(event, PartitionRacksChanged):
+                self._rerack(event.racks)
             elif isinstance(event, LagUpdated):
                 self._update_lag(event.lag)
                 continue
@@ -373,12 +401,17 @@ class IncrementalAssignor:
 
     # ------------------------------------------------------------------ event handlers
 
-    def _join(self, name: str, topics: frozenset[str]) -> None:
+    def _join(self, name: str, topics: frozenset[str], rack: str | None = None) -> None:
+        if rack is not None:
+            check_rack(rack, f"MemberJoined({name!r})")
         if name in self._members:
             self._resubscribe(name, topics)
+            if self._racks.set_member(name, rack):
+                self._rack_work.update(map(pid_of, self._members[name].by_lag))
             return
         self._removed.discard(name)
         self._joined.add(name)
+        self._racks.set_member(name, rack)
         m = _Member(name, topics, self._tids(topics))
         self._members[name] = m
         self._record_member(m)
@@ -403,6 +436,7 @@ class IncrementalAssignor:
         for t in m.tids:
             self._subs[t].discard(name)
         del self._members[name]
+        self._racks.drop_member(name)
         self._removed.add(name)
         self._touched.discard(name)
 
@@ -482,6 +516,21 @@ class IncrementalAssignor:
             m.lag += d
             self._attach(m)
 
+    def _rerack(self, racks: PartitionRacks) -> None:
+        for key, named in racks.items():
+            tp = as_partition(key)
+            if tp is None:
+                raise TypeError(f"PartitionRacksChanged: {key!r} is not a (topic, partition) pair")
+            if isinstance(named, str):
+                raise TypeError(f"PartitionRacksChanged[{key!r}]: expected a collection of racks")
+            self._ids.add(tp.topic)
+            pid = self._ids.pid(tp)
+            if pid is None:
+                raise ValueError(f"PartitionRacksChanged: {key!r} is not a Kafka partition")
+            where = f"PartitionRacksChanged[{key!r}]"
+            self._racks.set_partition(pid, frozenset(check_rack(r, where) for r in named))
+            self._rack_work.add(pid)
+
     def _entries(self, m: _Member) -> list[int]:
         """``m.by_lag`` in current weight order."""
         if m.stale:
@@ -502,6 +551,9 @@ class IncrementalAssignor:
         self._joined: set[str] = set()
         self._lag_moved: set[int] = set()
         self._trigger: LagTrigger | None = None
+        #: Partitions whose racks or holder's rack changed: to align even if unmoved.
+        self._rack_work: set[int] = set()
+        self._rack_moved: set[int] = set()
 
     def _settle(
         self,
@@ -516,6 +568,8 @@ class IncrementalAssignor:
             self._repair([*work, *touched])
         if self.lag_aware:
             self._rebalance_lag(lag_budget, eager=not count_lag_moves)
+        if self._racks:
+            self._align({*self._before_owner, *self._rack_work})
         change = self._diff(count_lag_moves)
         self._begin()
         return change
@@ -841,6 +895,70 @@ class IncrementalAssignor:
             self._lag_moved.add(q)
         return 1 if q is None else 2
 
+    # ------------------------------------------------------------------ rack alignment
+
+    def _align(self, candidates: set[int]) -> None:
+        """Swap misplaced ``candidates`` onto a replica's rack (``rack_index.py``), until
+        no swap helps. Only what the step moved or re-racked is looked at; misplaced
+        partitions stay indexed, so a later step's misplaced partition finds them."""
+        racks, owner, members, plag = self._racks, self._owner, self._members, self._plag
+        cap: float | None = None
+        if self.lag_aware and self._by_lag:
+            policy = self.policy
+            mean = self._total_lag / len(members)
+            cap = max(self._by_lag[-1][0], math.floor(policy.target_ratio * mean), policy.min_lag)
+        todo = sorted(pid for pid in candidates if racks.misplaced(owner.get(pid), pid))
+        for p in todo:  # indexed first, so that two of them can pair up
+            racks.note(p, owner[p])
+        while todo:
+            left: dict[int, None] = {}
+            swapped = False
+            for p in todo:
+                a_name = owner.get(p)
+                if a_name is None or not racks.misplaced(a_name, p):
+                    continue
+                a = members[a_name]
+                w_p = plag.get(p, 0) if cap is not None else 0
+
+                def fits(b_name: str, q: int, a: _Member = a, p: int = p, w_p: int = w_p) -> bool:
+                    b = members[b_name]
+                    if q >> PART_BITS not in a.tids or p >> PART_BITS not in b.tids:
+                        return False
+                    if cap is None:
+                        return True
+                    d = plag.get(q, 0) - w_p
+                    return a.lag + d <= cap and b.lag - d <= cap
+
+                q = racks.partner(a_name, p, owner.get, fits, self._pids_of)
+                if q is None:
+                    left[p] = None
+                    continue
+                b_name = owner[q]
+                self._move(p, b_name)
+                self._move(q, a_name)
+                self._rack_moved.update((p, q))
+                swapped = True
+                if racks.misplaced(a_name, q):
+                    left[q] = None
+                    racks.note(q, a_name)
+            if not swapped:
+                break
+            todo = sorted(left)
+
+    def _adopt_racks(self, racks: Racks) -> None:
+        """Take a snapshot's racks; every partition is then checked once."""
+        for name, rack in racks.member.items():
+            self._racks.set_member(name, rack)
+        pid = self._ids.pid
+        for tp, named in racks.partition.items():
+            found = pid(tp)
+            if found is not None:
+                self._racks.set_partition(found, named)
+        self._rack_work.update(self._owner)
+
+    def _pids_of(self, name: str) -> Iterator[int]:
+        return map(pid_of, self._members[name].by_lag)
+
     # ------------------------------------------------------------------ primitives
 
     def _move(self, pid: int, to: str | None, *, vanished: bool = False) -> None:
@@ -1030,6 +1148,7 @@ class IncrementalAssignor:
                 changed[name] = self._ids.tps(now)
         moved = 0
         lag_moved = 0
+        rack_moved = 0
         for pid, old in self._before_owner.items():
             if old is None or self._owner.get(pid) == old:
                 continue
@@ -1038,12 +1157,15 @@ class IncrementalAssignor:
                 moved += 1
                 if pid in self._lag_moved:
                     lag_moved += 1
+                elif pid in self._rack_moved:
+                    rack_moved += 1
         return Change(
             assignments=changed,
             removed=frozenset(self._removed - set(self._members)),
             moved=moved,
             moved_for_lag=lag_moved if count_lag_moves else 0,
             lag_trigger=self._trigger if lag_moved and count_lag_moves else None,
+            moved_for_rack=rack_moved,
         )
 
 
@@ -1059,17 +1181,24 @@ class _Start:
     lag_aware: bool
     claims: Claims
     uniform: bool
+    #: Validated racks, when any member declares one.
+    racks: Racks | None = None
 
     @classmethod
-    def of(
+    def of(  # noqa: PLR0917 -- from_snapshot's arguments, in its order
         cls,
         partitions_per_topic: PartitionsPerTopic,
         subscriptions: Subscriptions,
         current: CurrentAssignment | None,
         lag: LagMap | None,
         lag_aware: bool,
+        member_racks: MemberRacks | None = None,
+        partition_racks: PartitionRacks | None = None,
     ) -> _Start:
         spec = build_spec(partitions_per_topic, subscriptions)
+        racks = None
+        if member_racks is not None or partition_racks is not None:
+            racks = build_racks(spec, member_racks, partition_racks)
         ids = TopicIds.for_spec(spec)
         readings: tuple[list[int], list[int]] = ([], [])
         if lag_aware:
@@ -1078,11 +1207,16 @@ class _Start:
             check_lag(lag)
         claims = ids.claims(spec, current)
         plag = dict(zip(*readings, strict=True))
-        return cls(spec, ids, plag, readings, lag_aware, claims, spec.is_uniform())
+        return cls(spec, ids, plag, readings, lag_aware, claims, spec.is_uniform(), racks)
 
     @property
     def fresh(self) -> bool:
         return not self.claims
+
+    @property
+    def racked(self) -> bool:
+        """Racks can change the result (Kafka's rule): the engine must place."""
+        return self.racks is not None and self.racks.useful()
 
     @property
     def weighted(self) -> bool:
@@ -1171,6 +1305,8 @@ class _Start:
         eng._ids = self.ids
         eng._plag = self.plag
         eng._bulk_load(spec.members, spec.topics_of, *self.initial())
+        if self.racks is not None:
+            eng._adopt_racks(self.racks)
         budget = 4 * len(spec.members) + 64 if self.fresh else policy.max_moves
         work = () if self.fresh and self.uniform else eng._violators()
         change = eng._settle(work, lag_budget=budget, count_lag_moves=not self.fresh)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -13,6 +13,9 @@ from .types import TopicPartition
 class MemberJoined:
     member: str
     topics: frozenset[str]
+    #: The member's ``client.rack``; a member joining again with another rack (or none)
+    #: moves to it.
+    rack: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,12 +36,26 @@ class PartitionsChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionRacksChanged:
+    #: The racks of these partitions' replicas (from topic metadata); an empty collection
+    #: means none known. Partitions not named keep their racks.
+    racks: Mapping[TopicPartition, Collection[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class LagUpdated:
     #: New lag for these partitions; partitions not named keep their last value.
     lag: Mapping[TopicPartition, int] = field(default_factory=dict)
 
 
-Event = MemberJoined | MemberLeft | SubscriptionChanged | PartitionsChanged | LagUpdated
+Event = (
+    MemberJoined
+    | MemberLeft
+    | SubscriptionChanged
+    | PartitionsChanged
+    | PartitionRacksChanged
+    | LagUpdated
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +72,8 @@ class Change:
     moved_for_lag: int
     #: Why the lag policy acted (None when it did not): the operator's "why did it move".
     lag_trigger: LagTrigger | None = None
+    #: Of ``moved``, those swapped onto a replica's rack (rack awareness).
+    moved_for_rack: int = 0
 
 
 class LagTrigger(NamedTuple):

@@ -8,10 +8,8 @@ from .classic import range_assign, roundrobin_assign
 from .engine import IncrementalAssignor
 from .lagbased import lag_assign
 from .placement import greedy_place
-from .policy import DEFAULT_POLICY
-from .rack_align import align_racks, lag_cap
 from .rack_range import rack_range_assign
-from .racks import MemberRacks, PartitionRacks, Racks, build_racks
+from .racks import MemberRacks, PartitionRacks, build_racks
 from .spec import GroupSpec, build_spec, normalize_lag
 from .types import (
     Assignment,
@@ -57,22 +55,18 @@ def assign(
         raise ValueError(
             f"unknown strategy {strategy!r}; valid strategies: {', '.join(STRATEGIES)}"
         )
-    racks: Racks | None = None
-    spec: GroupSpec | None = None
-    if member_racks is not None or partition_racks is not None:
+    if strategy in _STATELESS:
         spec = build_spec(partitions_per_topic, subscriptions)
         racks = build_racks(spec, member_racks, partition_racks)
-    if strategy in _STATELESS:
-        spec = spec or build_spec(partitions_per_topic, subscriptions)
         if strategy == "range" and racks is not None:
             return rack_range_assign(spec, racks)
         return _STATELESS[strategy](spec, normalize_lag(lag))
-    lag_aware = strategy == "lagsticky"
-    out = IncrementalAssignor.solve(
-        partitions_per_topic, subscriptions, current, lag, lag_aware=lag_aware
+    return IncrementalAssignor.solve(
+        partitions_per_topic,
+        subscriptions,
+        current,
+        lag,
+        lag_aware=strategy == "lagsticky",
+        member_racks=member_racks,
+        partition_racks=partition_racks,
     )
-    if spec is None or racks is None or not racks.useful():
-        return out
-    weights = normalize_lag(lag) if lag_aware else {}
-    cap = lag_cap(out, weights, DEFAULT_POLICY) if weights else None
-    return align_racks(out, spec.topics_of, racks, weights, cap)

@@ -1,0 +1,148 @@
+"""Racks inside the incremental engine: who is on which rack, where each partition's
+replicas are, and where the misplaced partitions sit, so that finding a swap partner
+costs a lookup, not a scan of the group.
+
+A partition is *misplaced* when its holder declares a rack that holds none of its
+replicas (Kafka's cross-rack count). The engine aligns by count-neutral swaps: every
+member keeps its count, so KIP-54 balance is untouched, and each swap makes at least one
+more partition local. Partners, best first, for ``p`` misplaced at ``A`` (rack ``r``)
+that has a replica on rack ``s``:
+
+1. a partition misplaced on rack ``s`` with a replica on ``r``: both become local, and if
+   it moved in the same step the swap costs no movement at all;
+2. any partition misplaced on rack ``s``: ``p`` becomes local, the partner stays
+   misplaced, as it was;
+3. a partition local on ``s`` that is local on ``r`` too: moves, and stays local.
+
+The misplaced indexes are kept lazily: an entry is added whenever the engine sees a
+partition misplaced (every move and every rack change passes by), and dropped when a
+lookup finds it no longer true. Pids are ints (see ``ids.py``); dicts serve as ordered
+sets, so lookups are deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+_NONE: frozenset[str] = frozenset()
+#: Index entries examined per lookup, and members of a rack scanned for kind 3.
+_SCAN = 256
+_MEMBERS = 8
+
+#: ``fits(b, q)``: whether ``q`` (held by ``b``) may trade places with the partition
+#: being aligned (subscriptions, lag cap). ``entries(b)``: ``b``'s pids.
+Fits = Callable[[str, int], bool]
+
+
+class RackIndex:
+    def __init__(self) -> None:
+        self.member: dict[str, str] = {}
+        self.on_rack: dict[str, dict[str, None]] = {}
+        self.replicas: dict[int, frozenset[str]] = {}
+        #: (holder rack, a replica rack) -> pids misplaced there; holder rack -> pids.
+        self._two: dict[tuple[str, str], dict[int, None]] = {}
+        self._one: dict[str, dict[int, None]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.member)
+
+    def set_member(self, name: str, rack: str | None) -> bool:
+        """Record ``name``'s rack; whether it changed."""
+        old = self.member.get(name)
+        if old == rack:
+            return False
+        if old is not None:
+            self.drop_member(name)
+        if rack is not None:
+            self.member[name] = rack
+            self.on_rack.setdefault(rack, {})[name] = None
+        return True
+
+    def drop_member(self, name: str) -> None:
+        rack = self.member.pop(name, None)
+        if rack is not None:
+            peers = self.on_rack[rack]
+            del peers[name]
+            if not peers:
+                del self.on_rack[rack]
+
+    def set_partition(self, pid: int, racks: frozenset[str]) -> None:
+        if racks:
+            self.replicas[pid] = racks
+        else:
+            self.replicas.pop(pid, None)
+
+    def misplaced(self, holder: str | None, pid: int) -> bool:
+        rack = self.member.get(holder) if holder is not None else None
+        return rack is not None and rack not in self.replicas.get(pid, _NONE)
+
+    def note(self, pid: int, holder: str) -> None:
+        """Index ``pid`` if it is misplaced at ``holder``."""
+        rack = self.member.get(holder)
+        if rack is None:
+            return
+        racks = self.replicas.get(pid, _NONE)
+        if rack in racks:
+            return
+        self._one.setdefault(rack, {})[pid] = None
+        for r in racks:
+            self._two.setdefault((rack, r), {})[pid] = None
+
+    def partner(
+        self,
+        a: str,
+        p: int,
+        owner: Callable[[int], str | None],
+        fits: Fits,
+        entries: Callable[[str], Iterable[int]],
+    ) -> int | None:
+        """The best swap partner for ``p``, misplaced at ``a``, or None."""
+        r = self.member[a]
+        wanted = sorted(s for s in self.replicas.get(p, _NONE) if s in self.on_rack)
+        replicas = self.replicas
+        for s in wanted:
+            q = self._lookup(
+                self._two.get((s, r)), s, owner, fits, lambda q: r in replicas.get(q, _NONE)
+            )
+            if q is not None:
+                return q
+        for s in wanted:
+            q = self._lookup(self._one.get(s), s, owner, fits, lambda q: True)
+            if q is not None:
+                return q
+        for s in wanted:
+            for b in list(self.on_rack[s])[:_MEMBERS]:
+                for q in list(entries(b))[:_SCAN]:
+                    both = replicas.get(q, _NONE)
+                    if s in both and r in both and fits(b, q):
+                        return q
+        return None
+
+    def _lookup(
+        self,
+        index: dict[int, None] | None,
+        s: str,
+        owner: Callable[[int], str | None],
+        fits: Fits,
+        also: Callable[[int], bool],
+    ) -> int | None:
+        """The first entry still misplaced on rack ``s`` that ``also`` and ``fits``
+        accept; entries no longer misplaced there are dropped on the way."""
+        if not index:
+            return None
+        stale: list[int] = []
+        found: int | None = None
+        for seen, q in enumerate(index):
+            if seen >= _SCAN:
+                break
+            b = owner(q)
+            if b is None or self.member.get(b) != s or s in self.replicas.get(q, _NONE):
+                stale.append(q)
+            elif also(q) and fits(b, q):
+                found = q
+                break
+        for q in stale:
+            del index[q]
+        if found is not None:
+            del index[found]
+        return found

@@ -1,0 +1,185 @@
+"""Rack awareness in the incremental engine: count-neutral, proportional to the change,
+and as local as the racks allow after each event."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from assignors import (
+    IncrementalAssignor,
+    MemberJoined,
+    MemberLeft,
+    PartitionRacksChanged,
+    TopicPartition,
+)
+from assignors.quality import is_balanced, movement, problems
+from assignors.rack_index import RackIndex
+
+from .strategies_hyp import MEMBERS, TOPICS
+
+RACKS = ["a", "b", "c"]
+TP = TopicPartition
+
+
+@st.composite
+def racked_runs(draw: st.DrawFn) -> list[object]:
+    topics = TOPICS[:2]
+    events: list[object] = []
+    for _ in range(draw(st.integers(5, 30))):
+        kind = draw(st.sampled_from(["join", "join", "leave", "racks"]))
+        member = draw(st.sampled_from(MEMBERS))
+        if kind == "join":
+            rack = draw(st.sampled_from([None, *RACKS]))
+            events.append(MemberJoined(member, frozenset(topics), rack))
+        elif kind == "leave":
+            events.append(MemberLeft(member))
+        else:
+            racks = {
+                TP(t, p): draw(st.lists(st.sampled_from(RACKS), max_size=2, unique=True))
+                for t in topics
+                for p in draw(st.lists(st.integers(0, 9), max_size=6, unique=True))
+            }
+            events.append(PartitionRacksChanged(racks))
+    return events
+
+
+def _blind(event: object) -> object:
+    if isinstance(event, MemberJoined):
+        return MemberJoined(event.member, event.topics)
+    return event
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=racked_runs())
+def test_swaps_keep_every_count_and_the_change_record_exact(events: list[object]) -> None:
+    """Against the same engine fed the same events without racks: every member holds
+    exactly as many partitions after every event (swaps are count-neutral), and the
+    change record still replays to the state."""
+    ppt = {t: 10 for t in TOPICS[:2]}
+    aware = IncrementalAssignor(ppt, lag_aware=False)
+    blind = IncrementalAssignor(ppt, lag_aware=False)
+    shadow: dict[str, list[TopicPartition]] = {}
+    for event in events:
+        before = aware.assignment()
+        change = aware.apply([event])  # type: ignore[list-item]
+        blind.apply([_blind(event)])  # type: ignore[list-item]
+        after = aware.assignment()
+        subs = aware.members
+        assert problems(after, ppt, subs) == []
+        assert is_balanced(after, subs)
+        assert {m: len(v) for m, v in after.items()} == {
+            m: len(v) for m, v in blind.assignment().items()
+        }
+        for m in change.removed:
+            shadow.pop(m, None)
+        shadow.update(change.assignments)
+        assert shadow == after
+        assert change.moved == movement(before, after, subs)
+        assert change.moved_for_rack <= change.moved
+
+
+def _misplaced(
+    eng: IncrementalAssignor, member_racks: dict[str, str], racks: dict[TopicPartition, str]
+) -> int:
+    return sum(
+        1
+        for m, tps in eng.assignment().items()
+        for tp in tps
+        if member_racks.get(m) not in (None, racks[tp])
+    )
+
+
+def _least_misplaced(
+    counts: dict[str, int], member_racks: dict[str, str], racks: dict[TopicPartition, str]
+) -> int:
+    """With one replica rack per partition: what exceeds each rack's members' slots."""
+    slots = Counter[str]()
+    for m, n in counts.items():
+        slots[member_racks[m]] += n
+    local = Counter(racks.values())
+    return sum(max(0, local[r] - slots[r]) for r in local)
+
+
+def test_each_event_ends_as_local_as_the_counts_allow() -> None:
+    """6 members on 3 racks, 600 partitions with one replica each: after the build, a
+    leave, a join and a re-racking, the cross-rack count is the least any assignment
+    with those counts can have."""
+    ppt = {"t": 600}
+    racks = {TP("t", p): RACKS[p % 3] for p in range(600)}
+    member_racks = {f"m{i}": RACKS[i % 3] for i in range(6)}
+    subs = {m: ["t"] for m in member_racks}
+    eng, _ = IncrementalAssignor.from_snapshot(
+        ppt,
+        subs,
+        lag_aware=False,
+        member_racks=member_racks,
+        partition_racks={tp: [r] for tp, r in racks.items()},
+    )
+
+    def check() -> None:
+        counts = {m: len(v) for m, v in eng.assignment().items()}
+        assert _misplaced(eng, member_racks, racks) == _least_misplaced(counts, member_racks, racks)
+
+    check()
+    assert _misplaced(eng, member_racks, racks) == 0
+    leaver = eng.partitions_of("m0")
+    change = eng.apply([MemberLeft("m0")])
+    del member_racks["m0"]
+    check()
+    # Rack a lost half its slots: 80 of its partitions cannot be local, and re-granting
+    # the leaver's partitions evenly already achieves that without a swap.
+    assert _misplaced(eng, member_racks, racks) == 80
+    assert change.moved == 0
+    assert len(leaver) == 100
+    change = eng.apply([MemberJoined("m6", frozenset({"t"}), "a")])
+    member_racks["m6"] = "a"
+    check()
+    assert _misplaced(eng, member_racks, racks) == 0
+    # Half of rack b's replicas move to rack c and half of rack c's to rack b: swaps
+    # between the two racks' members make all of them local again.
+    moved = {TP("t", p): ["c" if p % 6 == 1 else "b"] for p in range(600) if p % 6 in (1, 2)}
+    racks.update({tp: r[0] for tp, r in moved.items()})
+    change = eng.apply([PartitionRacksChanged(moved)])
+    check()
+    assert _misplaced(eng, member_racks, racks) == 0
+    assert change.moved == change.moved_for_rack == 200
+
+
+def test_a_leave_looks_only_at_what_it_moved(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Alignment reads the partitions a step moved, not the group: a leave in a group of
+    6 000 partitions asks about a few hundred at most."""
+    ppt = {"t": 6000}
+    racks = {TP("t", p): [RACKS[p % 3], RACKS[(p + 1) % 3]] for p in range(6000)}
+    member_racks = {f"m{i:02d}": RACKS[i % 3] for i in range(60)}
+    subs = {m: ["t"] for m in member_racks}
+    eng, _ = IncrementalAssignor.from_snapshot(
+        ppt, subs, lag_aware=False, member_racks=member_racks, partition_racks=racks
+    )
+    asked = 0
+    real = RackIndex.misplaced
+
+    def counting(self: RackIndex, holder: str | None, pid: int) -> bool:
+        nonlocal asked
+        asked += 1
+        return real(self, holder, pid)
+
+    monkeypatch.setattr(RackIndex, "misplaced", counting)
+    change = eng.apply([MemberLeft("m00")])
+    assert change.moved == change.moved_for_rack
+    assert 0 < asked <= 8 * 100
+
+
+def test_bad_rack_events_are_named() -> None:
+    eng = IncrementalAssignor({"t": 2})
+    with pytest.raises(ValueError, match=r"MemberJoined\('m'\): rack must be 1..255"):
+        eng.apply([MemberJoined("m", frozenset({"t"}), "")])
+    with pytest.raises(TypeError, match=r"not a \(topic, partition\) pair"):
+        eng.apply([PartitionRacksChanged({("t", "x"): ["a"]})])  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match="collection of racks"):
+        eng.apply([PartitionRacksChanged({TP("t", 0): "a"})])
+    with pytest.raises(ValueError, match="whitespace"):
+        eng.apply([PartitionRacksChanged({TP("t", 0): ["a b"]})])
