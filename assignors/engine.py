@@ -38,6 +38,7 @@ from itertools import chain, filterfalse, repeat, takewhile
 from operator import attrgetter, lshift, or_, sub
 
 import numpy as np
+from numpy.typing import NDArray
 from sortedcontainers import SortedList
 
 from .events import (
@@ -61,6 +62,7 @@ from .placement import (
     weight_array,
 )
 from .policy import DEFAULT_POLICY, LagPolicy
+from .rack_deal import deal_by_rack
 from .rack_index import RackIndex
 from .racks import MemberRacks, PartitionRacks, Racks, build_racks, check_rack
 from .spec import GroupSpec, as_partition, build_spec, check_lag
@@ -166,6 +168,8 @@ class IncrementalAssignor:
         self._hheap_size = 0
         self._total_lag = 0
         self._racks = RackIndex()
+        #: Partitions held by a member whose rack holds none of their replicas.
+        self._cross_rack: set[int] = set()
         self._begin()
 
     # ------------------------------------------------------------------ construction
@@ -187,8 +191,10 @@ class IncrementalAssignor:
 
         Valid parts of ``current`` are kept; with nothing to keep, a fresh placement is
         computed in bulk (far faster than placing partitions one by one). The returned
-        ``Change`` is relative to the kept part of ``current``. With racks, every
-        partition is then aligned as far as count-neutral swaps allow.
+        ``Change`` is relative to the kept part of ``current``. With racks, a fresh
+        group whose members take every partition and have no lag to weigh is dealt onto
+        its racks at once (``rack_deal.py``); otherwise the partitions held off their
+        replicas' racks are aligned as far as count-neutral swaps allow.
         """
         with _gc_paused():
             start = _Start.of(
@@ -233,8 +239,14 @@ class IncrementalAssignor:
                     return start.dealt()
                 if start.uniform and not start.weighted:
                     return start.kept_uniform()
+            elif start.final:  # nothing to even out, and no swap can improve the rack deal
+                dealt, _ = start.rack_dealt()
+                spec = start.spec
+                every = np.empty(sum(spec.partitions_per_topic[t] for t in spec.topics), object)
+                every[:] = list(chain.from_iterable(map(spec.partitions, spec.topics)))
+                return {m: every[places].tolist() for m, places in dealt.items()}
             eng, change = start.engine(policy)
-            if start.fresh or start.racked:
+            if start.fresh:
                 return eng.assignment()
             # Members the settling did not change keep their claim: hand back the
             # caller's partition objects instead of building new ones.
@@ -377,6 +389,32 @@ class IncrementalAssignor:
         that keeps every partition anyway, like the controller. Costs one pointer per
         partition; without it, every change allocates its members' partitions anew."""
         self._ids.intern()
+
+    def cross_rack(self) -> int:
+        """Partitions held by a member whose rack holds none of their replicas (Kafka's
+        count), kept up to date by each step: O(1) to read."""
+        return len(self._cross_rack)
+
+    def rack_of(self, member: str) -> str | None:
+        return self._racks.member.get(member)
+
+    def adopt_racks(self, member_racks: MemberRacks, partition_racks: PartitionRacks) -> None:
+        """Take racks as they already stand, moving nothing: a controller that recovers
+        an assignment must not move it (invariant 3), and its predecessor aligned it
+        step by step, which a full alignment could still improve on. What is held off
+        its racks is indexed, for later steps to pair with. Members not in the group are
+        ignored; bad racks raise as in the events."""
+        for name, rack in member_racks.items():
+            if rack is not None:
+                check_rack(rack, f"adopt_racks({name!r})")
+            if name in self._members:
+                self._racks.set_member(name, rack)
+        self._rerack(partition_racks)
+        self._rack_work.clear()
+        racks, owner = self._racks, self._owner
+        self._cross_rack = {pid for pid, holder in owner.items() if racks.misplaced(holder, pid)}
+        for pid in sorted(self._cross_rack):
+            racks.note(pid, owner[pid])
 
     def member_count(self) -> int:
         return len(self._members)
@@ -570,6 +608,8 @@ class IncrementalAssignor:
             self._rebalance_lag(lag_budget, eager=not count_lag_moves)
         if self._racks:
             self._align({*self._before_owner, *self._rack_work})
+        if self._racks or self._cross_rack:  # the swaps are in ``_before_owner`` now
+            self._recount_cross_rack({*self._before_owner, *self._rack_work})
         change = self._diff(count_lag_moves)
         self._begin()
         return change
@@ -945,16 +985,32 @@ class IncrementalAssignor:
                 break
             todo = sorted(left)
 
-    def _adopt_racks(self, racks: Racks) -> None:
-        """Take a snapshot's racks; every partition is then checked once."""
+    def _adopt_racks(self, racks: Racks, misplaced: list[int], *, align: bool) -> None:
+        """Take a snapshot's racks and the partitions it holds off them: indexed, for
+        later steps to pair with, and aligned unless the placement is already as local
+        as it can be."""
         for name, rack in racks.member.items():
             self._racks.set_member(name, rack)
-        pid = self._ids.pid
-        for tp, named in racks.partition.items():
-            found = pid(tp)
-            if found is not None:
-                self._racks.set_partition(found, named)
-        self._rack_work.update(self._owner)
+        # Every partition in ``racks`` exists; an empty set reads as no racks known.
+        self._racks.replicas.update(
+            zip(self._ids.pids_of(racks.partition), racks.partition.values(), strict=True)
+        )
+        if align:  # indexed and counted by the alignment, in its order
+            self._rack_work.update(misplaced)
+            return
+        owner, note = self._owner, self._racks.note
+        for p in misplaced:
+            note(p, owner[p])
+        self._cross_rack.update(misplaced)
+
+    def _recount_cross_rack(self, pids: Iterable[int]) -> None:
+        """Only partitions a step moved or re-racked can have changed side."""
+        misplaced, owner, cross = self._racks.misplaced, self._owner.get, self._cross_rack
+        for pid in pids:
+            if misplaced(owner(pid), pid):
+                cross.add(pid)
+            else:
+                cross.discard(pid)
 
     def _pids_of(self, name: str) -> Iterator[int]:
         return map(pid_of, self._members[name].by_lag)
@@ -1297,6 +1353,53 @@ class _Start:
             weighed[m] = (entries, sum(lags))
         return dealt, weighed
 
+    def every(self) -> NDArray[np.int64]:
+        """The pids of every subscribed partition, topic after topic."""
+        ids, counts = self.ids, self.spec.partitions_per_topic
+        spans = [np.arange(ids.base[t], ids.base[t] + counts[t]) for t in self.spec.topics]
+        return np.concatenate([np.empty(0, dtype=np.int64), *spans])
+
+    def rack_dealt(self) -> tuple[dict[str, NDArray[np.int64]], NDArray[np.int64]]:
+        """``dealt`` for a racked group (``rack_deal.py``), as places in ``every()``: per
+        member, ascending, and those placed off their replicas' racks (as few as the
+        counts allow). Only without lag: lagsticky's lag moves are not rack aware, so
+        there a rack-blind deal and swaps within the lag target stay the rule."""
+        assert self.racks is not None
+        layout, layouts = self.layouts(self.every())
+        return deal_by_rack(list(self.spec.members), self.racks.member, layout, layouts)
+
+    def layouts(self, pids: NDArray[np.int64]) -> tuple[NDArray[np.int64], list[frozenset[str]]]:
+        """The replica layout of each of ``pids`` (an index into the list returned with
+        it; -1: no rack known), looked up once per partition at C level."""
+        ids, counts, racks = self.ids, self.spec.partitions_per_topic, self.racks
+        assert racks is not None
+        part = racks.partition
+        layouts = list(dict.fromkeys(part.values()))
+        index = {named: i for i, named in enumerate(layouts)}
+        by_dense = np.full(sum(counts.values()), -1, dtype=np.int64)
+        by_dense[ids.dense(counts, np.asarray(ids.pids_of(part), dtype=np.int64))] = list(
+            map(index.__getitem__, part.values())
+        )
+        return by_dense[ids.dense(counts, pids)], layouts
+
+    def misplaced(self, owner: Mapping[int, str]) -> list[int]:
+        """The pids of ``owner`` held off their replicas' racks, in array passes: a
+        snapshot of a hundred thousand partitions is not checked one by one."""
+        racks = self.racks
+        assert racks is not None
+        pids = np.fromiter(owner, np.int64, len(owner))
+        layout, layouts = self.layouts(pids)
+        names = {rack: i for i, rack in enumerate(sorted(set(racks.member.values())))}
+        rack_of = {m: names[r] for m, r in racks.member.items()}
+        held_on = np.fromiter(map(rack_of.get, owner.values(), repeat(-1)), np.int64, len(owner))
+        # local[layout, rack]; the last row stands for "no rack known" (layout -1).
+        local = np.zeros((len(layouts) + 1, len(names)), dtype=bool)
+        for i, named in enumerate(layouts):
+            local[i, [names[r] for r in named if r in names]] = True
+        off = (held_on >= 0) & ~local[layout, np.maximum(held_on, 0)]
+        found: list[int] = pids[off].tolist()
+        return found
+
     def engine(self, policy: LagPolicy) -> tuple[IncrementalAssignor, Change]:
         spec = self.spec
         eng = IncrementalAssignor(
@@ -1304,9 +1407,16 @@ class _Start:
         )
         eng._ids = self.ids
         eng._plag = self.plag
-        eng._bulk_load(spec.members, spec.topics_of, *self.initial())
-        if self.racks is not None:
-            eng._adopt_racks(self.racks)
+        if self.racks is not None and self.racked and self.final:
+            dealt, misplaced = self.rack_dealt()
+            every = self.every()
+            initial = {m: every[places].tolist() for m, places in dealt.items()}
+            eng._bulk_load(spec.members, spec.topics_of, initial)
+            eng._adopt_racks(self.racks, every[misplaced].tolist(), align=False)
+        else:
+            eng._bulk_load(spec.members, spec.topics_of, *self.initial())
+            if self.racks is not None:
+                eng._adopt_racks(self.racks, self.misplaced(eng._owner), align=True)
         budget = 4 * len(spec.members) + 64 if self.fresh else policy.max_moves
         work = () if self.fresh and self.uniform else eng._violators()
         change = eng._settle(work, lag_budget=budget, count_lag_moves=not self.fresh)

@@ -96,6 +96,12 @@ class TopicIds:
             return None
         return base + tp.partition
 
+    def pids_of(self, tps: Collection[TopicPartition]) -> list[int]:
+        """Pids of partitions of known topics, in C-level passes (``KeyError`` for an
+        unknown topic)."""
+        bases = map(self.base.__getitem__, map(_first, tps))
+        return list(map(add, bases, map(_second, tps)))
+
     def tps(self, pids: Iterable[int]) -> list[TopicPartition]:
         """Ascending pids -> sorted partitions."""
         names = self.names

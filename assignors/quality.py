@@ -1,4 +1,5 @@
-"""How good an assignment is: validity, KIP-54 balance, movement, lag skew."""
+"""How good an assignment is: validity, KIP-54 balance, movement, lag skew, cross-rack
+fetches (KIP-881)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from itertools import chain, compress, repeat
 from operator import itemgetter, lt, ne
 from typing import NamedTuple
 
+from .racks import MemberRacks, PartitionRacks, build_racks, cross_rack
 from .spec import GroupSpec, build_spec
 from .types import (
     CurrentAssignment,
@@ -30,6 +32,8 @@ class Quality(NamedTuple):
     max_member_lag: int
     #: largest member lag / mean member lag (1.0 when there is no lag).
     lag_skew: float
+    #: Partitions on a member whose rack holds none of their replicas (0 without racks).
+    cross_rack: int = 0
 
 
 def problems(
@@ -172,9 +176,16 @@ def evaluate(
     *,
     before: Held | None = None,
     lag: LagMap | None = None,
+    member_racks: MemberRacks | None = None,
+    partition_racks: PartitionRacks | None = None,
 ) -> Quality:
     counts = [len(assignment.get(m, ())) for m in subscriptions]
     totals = member_lag(assignment, lag)
+    racks = None
+    if member_racks:
+        racks = build_racks(
+            build_spec(partitions_per_topic, subscriptions), member_racks, partition_racks
+        )
     return Quality(
         valid=not problems(assignment, partitions_per_topic, subscriptions),
         balanced=is_balanced(assignment, subscriptions),
@@ -182,6 +193,7 @@ def evaluate(
         moved=movement(before, assignment, subscriptions) if before else 0,
         max_member_lag=max(totals.values(), default=0),
         lag_skew=_skew(totals),
+        cross_rack=cross_rack(_as_partitions(assignment), racks) if racks else 0,
     )
 
 

@@ -10,6 +10,7 @@ noisy machine. Usage:
     python benchmarks/assignors_bench.py --markdown out.md
     python benchmarks/assignors_bench.py --scale         # 10 000 x 1 000 000 beside Kafka's
                                                          # own assignors (~25 min)
+    python benchmarks/assignors_bench.py --scale --only "10k x 100k"   # some of them
 """
 
 from __future__ import annotations
@@ -342,6 +343,12 @@ def main() -> None:
         help="instead of the grid: every path at up to 10 000 x 1 000 000, beside Kafka's own "
         "assignors (Java, same run); with --quick, small sizes",
     )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        help="with --scale: run the scenarios whose name contains this (repeatable)",
+    )
     args = parser.parse_args()
     if args.scale:
         scale(args)
@@ -382,7 +389,11 @@ def main() -> None:
 
 
 def scale(args: argparse.Namespace) -> None:
-    scenarios = assignors_scale.QUICK if args.quick else assignors_scale.SCENARIOS
+    scenarios: tuple[assignors_scale.Scenario, ...] = (
+        assignors_scale.QUICK if args.quick else assignors_scale.SCENARIOS
+    )
+    if args.only:
+        scenarios = tuple(s for s in scenarios if any(part in s.name for part in args.only))
     why = kafka_peer.available()
     if why:
         print(f"# Kafka's assignors skipped: {why}", file=sys.stderr)

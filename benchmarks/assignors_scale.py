@@ -20,6 +20,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from itertools import chain
 from typing import Any
 
@@ -39,6 +40,9 @@ class Scenario:
     mixed: bool
     #: Kafka implementations that finish this scenario in reasonable time.
     kafka: tuple[str, ...]
+    #: Availability zones: members spread over them, two replicas of each partition on
+    #: two of them (Kafka's rack tests' layout). 0: no racks.
+    zones: int = 0
 
 
 SCENARIOS = (
@@ -49,11 +53,32 @@ SCENARIOS = (
     ),
     # Kafka's client sticky needs minutes per call here; its uniform assignor runs.
     Scenario("mixed 10k x 100k, 100 topics", 10_000, 100_000, 100, True, ("kafka-uniform",)),
+    # Kafka's figures for this group are the rack-blind "identical 10k x 100k" rows above:
+    # the peer's driver passes no racks.
+    Scenario("identical 10k x 100k, 3 zones", 10_000, 100_000, 10, False, (), zones=3),
+    Scenario("mixed 10k x 100k, 100 topics, 3 zones", 10_000, 100_000, 100, True, (), zones=3),
 )
 QUICK = (
     Scenario("identical 1k x 10k", 1_000, 10_000, 10, False, ("kafka-uniform", "kafka-sticky")),
     Scenario("mixed 500 x 5k, 20 topics", 500, 5_000, 20, True, ("kafka-uniform", "kafka-sticky")),
+    Scenario("identical 1k x 10k, 3 zones", 1_000, 10_000, 10, False, (), zones=3),
 )
+
+
+def racks(s: Scenario, ppt: Mapping[str, int], members: list[str]) -> dict[str, Any]:
+    """``member_racks`` and ``partition_racks`` keyword arguments for ``s`` (none without
+    zones). Replicas of partition p sit in zones p and p + 1 (mod zones)."""
+    if not s.zones:
+        return {}
+    zone = [f"az-{z}" for z in range(s.zones)]
+    return {
+        "member_racks": {m: zone[i % s.zones] for i, m in enumerate(members)},
+        "partition_racks": {
+            TopicPartition(t, p): (zone[p % s.zones], zone[(p + 1) % s.zones])
+            for t, n in ppt.items()
+            for p in range(n)
+        },
+    }
 
 
 def group(
@@ -98,6 +123,7 @@ def _row(s: Scenario, op: str, impl: str, times: list[float], **extra: Any) -> d
 
 def ballast(s: Scenario, repeat: int) -> list[dict[str, Any]]:
     ppt, subs, lag, victims = group(s)
+    placed = racks(s, ppt, list(subs))
     gc.collect()
     gc.freeze()
     rows: list[dict[str, Any]] = []
@@ -112,31 +138,49 @@ def ballast(s: Scenario, repeat: int) -> list[dict[str, Any]]:
         times = []
         result: dict[str, list[TopicPartition]] = {}
         for _ in range(fresh_runs):
-            result, ms = _ms(lambda: ballast_assign(strategy, ppt, subs, lag=weights))  # noqa: B023
+            result, ms = _ms(lambda: ballast_assign(strategy, ppt, subs, lag=weights, **placed))  # noqa: B023
             times.append(ms)
-        rows.append(_row(s, "fresh", f"assign {strategy}", times))
+        rows.append(_row(s, "fresh", f"assign {strategy}", times, **_cross(placed, result)))
         leave_t, join_t = [], []
         for v in victims[10 : 10 + (3 if big else repeat)]:
             left = {m: t for m, t in subs.items() if m != v}
             current = {m: p for m, p in result.items() if m != v}
-            after, ms = _ms(
-                lambda: ballast_assign(strategy, ppt, left, current=current, lag=weights)  # noqa: B023
-            )
+            leave = partial(ballast_assign, strategy, ppt, left, current=current, lag=weights)
+            after, ms = _ms(partial(leave, **_without(placed, v)))
             leave_t.append(ms)
-            rejoin = {**after, v: []}
-            _, ms = _ms(lambda: ballast_assign(strategy, ppt, subs, current=rejoin, lag=weights))  # noqa: B023
+            join = partial(ballast_assign, strategy, ppt, subs, current={**after, v: []})
+            _, ms = _ms(partial(join, lag=weights, **placed))
             join_t.append(ms)
         rows.append(_row(s, "leave", f"assign {strategy}, current", leave_t))
         rows.append(_row(s, "join", f"assign {strategy}, current", join_t))
     for label, weights in (("engine build", None), ("engine build, lag", lag)):
         times = [
-            _ms(lambda: IncrementalAssignor.from_snapshot(ppt, subs, lag=weights))[1]  # noqa: B023
+            _ms(lambda: IncrementalAssignor.from_snapshot(ppt, subs, lag=weights, **placed))[1]  # noqa: B023
             for _ in range(fresh_runs)
         ]
         rows.append(_row(s, "fresh", label, times))
-    rows += engine_events(s, ppt, subs, lag, victims)
+    rows += engine_events(s, ppt, subs, lag, victims, placed)
     gc.unfreeze()
     return rows
+
+
+def _without(placed: dict[str, Any], member: str) -> dict[str, Any]:
+    if not placed:
+        return placed
+    return {**placed, "member_racks": {
+        m: r for m, r in placed["member_racks"].items() if m != member
+    }}  # fmt: skip
+
+
+def _cross(placed: dict[str, Any], result: Mapping[str, list[TopicPartition]]) -> dict[str, Any]:
+    """The result's cross-rack count, as a row's extra column (nothing without racks)."""
+    if not placed:
+        return {}
+    member_racks, partition_racks = placed["member_racks"], placed["partition_racks"]
+    remote = sum(
+        1 for m, tps in result.items() for tp in tps if member_racks[m] not in partition_racks[tp]
+    )
+    return {"cross_rack": remote}
 
 
 def floor(
@@ -173,13 +217,15 @@ def engine_events(
     subs: Mapping[str, list[str]],
     lag: Mapping[TopicPartition, int],
     victims: list[str],
+    placed: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """One leave, then the same member back, per victim; the first event right after the
     build (no collection in between) is reported on its own. Then lag updates touching 1 %
     of the partitions. The harness's results so far are frozen first, like its inputs."""
     gc.collect()
     gc.freeze()
-    eng, _ = IncrementalAssignor.from_snapshot(ppt, subs, lag=lag)
+    eng, _ = IncrementalAssignor.from_snapshot(ppt, subs, lag=lag, **placed)
+    rack_of = placed.get("member_racks", {})
     leave_t, join_t = [], []
     first = 0.0
     for i, v in enumerate(victims):
@@ -188,7 +234,7 @@ def engine_events(
             first = ms
         if i >= 10:
             leave_t.append(ms)
-        _, ms = _ms(lambda: eng.apply([MemberJoined(v, frozenset(subs[v]))]))  # noqa: B023
+        _, ms = _ms(lambda: eng.apply([MemberJoined(v, frozenset(subs[v]), rack_of.get(v))]))  # noqa: B023
         if i >= 10:
             join_t.append(ms)
     rng = random.Random(5)
@@ -198,14 +244,17 @@ def engine_events(
     for _ in range(5):
         update = {tp: rng.randint(0, 5_000) for tp in rng.sample(keys, readings)}
         lag_t.append(_ms(lambda: eng.apply([LagUpdated(update)]))[1])  # noqa: B023
+    cross = {"cross_rack": eng.cross_rack()} if placed else {}
     return [
         _row(s, "leave", "engine", leave_t, first_after_build_ms=round(first, 3)),
-        _row(s, "join", "engine", join_t),
+        _row(s, "join", "engine", join_t, **cross),
         _row(s, f"lag update, {readings} readings", "engine", lag_t),
     ]
 
 
 def kafka(s: Scenario) -> list[dict[str, Any]]:
+    if not s.kafka:
+        return []
     ppt, subs, _, victims = group(s)
     out = []
     for r in kafka_peer.run(s.name, ppt, subs, victims, s.kafka):
@@ -241,6 +290,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             extra = ""
             if "first_after_build_ms" in r:
                 extra = f" (first after build {r['first_after_build_ms']:g})"
+            if "cross_rack" in r:
+                extra += f" (cross-rack {r['cross_rack']})"
             ratio = f"{r['median_ms'] / uni['median_ms']:.2f}" if uni and uni["median_ms"] else ""
             lines.append(
                 f"| {scenario} | {op} | {_cell(uni)} | {_cell(sticky)} | {r['impl']}{extra} "

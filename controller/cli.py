@@ -16,8 +16,9 @@ from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
 from typing import Any
 
-from assignors import STRATEGIES, assign
+from assignors import STRATEGIES, TopicPartition, assign
 from assignors.quality import evaluate, member_lag
+from assignors.racks import check_rack
 from controller import logs
 from controller.client.worker import run_worker
 from controller.errors import BallastError, InputError
@@ -35,17 +36,22 @@ def _cmd_assign(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     current = load_current(args.current) if args.current else scenario.current_map()
     lag = scenario.lag_map()
+    ppt, subs = scenario.partitions_per_topic, scenario.subscriptions
+    m_racks, p_racks = scenario.member_racks, scenario.partition_rack_map()
     started = time.perf_counter()
     result = assign(
-        args.strategy,
-        scenario.partitions_per_topic,
-        scenario.subscriptions,
-        current=current,
-        lag=lag,
-    )
+        args.strategy, ppt, subs, current=current, lag=lag, member_racks=m_racks,
+        partition_racks=p_racks,
+    )  # fmt: skip
     elapsed = time.perf_counter() - started
     quality = evaluate(
-        result, scenario.partitions_per_topic, scenario.subscriptions, before=current, lag=lag
+        result, ppt, subs, before=current, lag=lag, member_racks=m_racks, partition_racks=p_racks
+    )
+    # The previous assignment's cross-rack count, to read beside the new one.
+    before = (
+        evaluate(current, ppt, subs, member_racks=m_racks, partition_racks=p_racks).cross_rack
+        if current
+        else None
     )
     lags = member_lag(result, lag)
     if args.json:
@@ -54,6 +60,7 @@ def _cmd_assign(args: argparse.Namespace) -> int:
             "assignment": {m: [[tp.topic, tp.partition] for tp in v] for m, v in result.items()},
             "member_lag": lags,
             "quality": quality._asdict(),
+            "cross_rack_before": before,
             "seconds": elapsed,
         }
         print(json.dumps(out, indent=2))
@@ -72,7 +79,20 @@ def _cmd_assign(args: argparse.Namespace) -> int:
         f"moved={quality.moved} max_member_lag={quality.max_member_lag} "
         f"lag_skew={quality.lag_skew:.3f} time={elapsed * 1000:.2f}ms"
     )
+    if m_racks:
+        line = f"cross_rack={_fraction(quality.cross_rack, _held(result))}"
+        if current and before is not None:
+            line += f" (before {_fraction(before, _held(current))})"
+        print(line)
     return 0
+
+
+def _held(assignment: Mapping[str, list[TopicPartition]]) -> int:
+    return sum(len(tps) for tps in assignment.values())
+
+
+def _fraction(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({100 * part / whole if whole else 0.0:.1f}%)"
 
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
@@ -174,9 +194,17 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             restart=args.restart,
             presence=args.presence,
             delay=args.delay,
+            rack=args.rack,
         )
     )
     return 0
+
+
+def _rack(value: str) -> str:
+    try:
+        return check_rack(value, "--rack")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
@@ -402,6 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--restart", action="store_true", help="on SIGTERM keep partitions (leave_grace)"
     )
     p.add_argument("--delay", type=float, default=0.0, help="seconds of simulated work per batch")
+    p.add_argument("--rack", type=_rack, help="its client.rack (availability zone), if any")
     p.set_defaults(func=_cmd_worker)
 
     p = sub.add_parser("audit", help="check the invariants against the assignments topic's history")

@@ -69,6 +69,11 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 "short",
                 [("{{group}}", f"ballast_group_partition_imbalance{G}")],
             ),
+            (
+                "Cross-rack partitions (no replica in the member's rack)",
+                "short",
+                [("{{group}}", f"ballast_cross_rack_partitions{G}")],
+            ),
         ],
     ),
     (

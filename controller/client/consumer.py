@@ -31,6 +31,7 @@ import aiomqtt
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka import TopicPartition as KafkaTP
 from aiokafka.errors import KafkaError
+from pydantic import ValidationError
 
 from controller import logs
 from controller.wire.assignments import assignments_partition, log_entry
@@ -45,6 +46,7 @@ from controller.wire.records import (
     fence_key,
     partition_key,
     presence_topic,
+    problems,
 )
 
 log = logs.get("ballast.client")
@@ -92,6 +94,10 @@ class ManagedConsumer:
         self.group = group
         self.member = member
         self.topics = sorted(set(topics))
+        try:  # what it will announce, checked before anything connects
+            Presence(group=group, member=member, topics=self.topics, rack=rack, capacity=capacity)
+        except ValidationError as exc:
+            raise ValueError(f"ManagedConsumer({group!r}, {member!r}): {problems(exc)}") from None
         #: TLS/SASL settings (aiokafka names) for every Kafka client of this member.
         self._kafka = {"bootstrap_servers": bootstrap_servers, **(kafka_security or {})}
         self._mqtt_auth = mqtt_auth
@@ -115,6 +121,8 @@ class ManagedConsumer:
         self._fence_key = fence_key(group)
         #: The fencing rule applied to our partition of the assignments topic.
         self._view = AssignmentView()
+        if rack is not None:  # one rack setting: fetches from the replica in its zone too
+            consumer_options.setdefault("client_rack", rack)
         self.consumer = AIOKafkaConsumer(
             **self._kafka,
             group_id=commit_group or group,  # commits only: it never subscribes

@@ -37,6 +37,7 @@ async def run_worker(
     restart: bool,
     presence: Literal["mqtt", "kafka"],
     delay: float,
+    rack: str | None = None,
 ) -> None:
     logs.configure("info", "json")
     stop = asyncio.Event()
@@ -59,6 +60,7 @@ async def run_worker(
         mqtt_keepalive=1,
         auto_offset_reset="earliest",
         report_lag=True,
+        rack=rack,
         on_partitions_assigned=lambda tps: note("granted", tps),
         on_partitions_revoked=lambda tps: note("revoked", tps),
     )

@@ -22,6 +22,7 @@ from assignors import (
     LagUpdated,
     MemberJoined,
     MemberLeft,
+    PartitionRacksChanged,
     PartitionsChanged,
     SubscriptionChanged,
     TopicPartition,
@@ -31,7 +32,8 @@ from controller.core.handoff import Plan, Reconciler, Tags
 from controller.wire.fencing import Order
 from controller.wire.records import Assignment, Presence
 
-REASONS = ("join", "leave", "subscription", "lag", "partitions", "drain", "forced")
+REASONS = ("join", "leave", "subscription", "lag", "partitions", "racks", "drain", "forced")
+_NO_RACKS: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,8 @@ class Rebalance:
     assign_seconds: float
     #: Why the lag policy moved partitions, when it did.
     lag_trigger: LagTrigger | None = None
+    #: Of ``moved``, those swapped onto a replica's rack.
+    moved_for_rack: int = 0
 
     def why(self) -> str:
         """One line an operator reads: what moved, and for lag, whose lag and how far
@@ -76,6 +80,8 @@ class Rebalance:
             f"{','.join(self.reasons)}: {self.changed_members} member(s) changed, "
             f"moved {self.moved}"
         )
+        if self.moved_for_rack:
+            head += f" ({self.moved_for_rack} onto a replica's rack)"
         t = self.lag_trigger
         if not self.moved_for_lag or t is None:
             return head
@@ -233,6 +239,10 @@ class GroupState:
         self._lag_since: float | None = None
         self._pending: list[Event] = []
         self._coalesced: dict[str, frozenset[str] | None] = {}
+        #: A member's rack as it will be once the queued events are applied.
+        self._rack_queued: dict[str, str | None] = {}
+        #: Replica racks last read from topic metadata (partitions with none are absent).
+        self.replica_racks: dict[TopicPartition, frozenset[str]] = {}
         self._reasons: set[str] = set()
         self._due: float | None = None
         self._first_event: float | None = None
@@ -277,7 +287,10 @@ class GroupState:
             self.reconciler.ack(p.member, p.generation)
             return
         if known is None:
-            self._enqueue(MemberJoined(p.member, topics), "join", now)
+            self._enqueue(MemberJoined(p.member, topics, p.rack), "join", now)
+        elif self._rack(p.member) != p.rack:
+            # Joining again moves a member to its new rack (and to its topics).
+            self._enqueue(MemberJoined(p.member, topics, p.rack), "racks", now)
         elif known != topics:
             self._enqueue(SubscriptionChanged(p.member, topics), "subscription", now)
         self.reconciler.ack(p.member, p.generation)
@@ -300,7 +313,7 @@ class GroupState:
         self.drained.discard(member)
         p = self.presence.get(member)
         if p is not None:
-            self._enqueue(MemberJoined(member, frozenset(p.topics)), "join", now)
+            self._enqueue(MemberJoined(member, frozenset(p.topics), p.rack), "join", now)
         return True
 
     def force_rebalance(self, now: float) -> None:
@@ -392,6 +405,36 @@ class GroupState:
         if update:
             self._enqueue(LagUpdated(update), "lag", since, delay=0.0)
 
+    def on_partition_racks(
+        self, racks: Mapping[TopicPartition, frozenset[str]], now: float
+    ) -> None:
+        """Replica racks read from topic metadata; only partitions whose racks changed
+        reach the engine (a cluster without ``broker.rack`` sends nothing)."""
+        changed = {
+            tp: named
+            for tp, named in racks.items()
+            if self.replica_racks.get(tp, _NO_RACKS) != named
+        }
+        if not changed:
+            return
+        for tp, named in changed.items():
+            if named:
+                self.replica_racks[tp] = named
+            else:
+                del self.replica_racks[tp]
+        self._enqueue(PartitionRacksChanged(changed), "racks", now)
+
+    def adopt_racks(
+        self,
+        member_racks: Mapping[str, str | None],
+        replica_racks: Mapping[TopicPartition, frozenset[str]],
+    ) -> None:
+        """At recovery, before any event: the racks as they stand now, taken without
+        moving anything (invariant 3). Later presence and metadata compare against
+        them, so only a rack that changes afterwards realigns."""
+        self.replica_racks = {tp: named for tp, named in replica_racks.items() if named}
+        self.engine.adopt_racks(member_racks, replica_racks)
+
     def on_partitions(self, partitions_per_topic: Mapping[str, int], now: float) -> None:
         current = self.engine.partitions_per_topic
         for topic, count in sorted(partitions_per_topic.items()):
@@ -438,6 +481,7 @@ class GroupState:
                 reasons=tuple(r for r in REASONS if r in self._reasons),
                 moved=change.moved,
                 moved_for_lag=change.moved_for_lag,
+                moved_for_rack=change.moved_for_rack,
                 changed_members=len(change.assignments) + len(change.removed),
                 first_event_at=self._first_event if self._first_event is not None else now,
                 due_at=self._due,
@@ -448,6 +492,7 @@ class GroupState:
                 rebalance = None  # a lag reading that moved nothing is not a rebalance
             self._pending, self._reasons, self._due, self._first_event = [], set(), None, None
             self._coalesced = {}
+            self._rack_queued = {}
         started = time.perf_counter()
         plan = self.reconciler.plan(now)
         self.plan_seconds = time.perf_counter() - started
@@ -472,6 +517,11 @@ class GroupState:
     def _known(self, member: str) -> bool:
         return self._subscription(member) is not None
 
+    def _rack(self, member: str) -> str | None:
+        if member in self._rack_queued:
+            return self._rack_queued[member]
+        return self.engine.rack_of(member)
+
     def _subscription(self, member: str) -> frozenset[str] | None:
         """The member's topics as they will be once the coalesced events are applied."""
         if member in self._coalesced:
@@ -484,8 +534,11 @@ class GroupState:
             self.recorder(event, now)
         if isinstance(event, MemberJoined | SubscriptionChanged):
             self._coalesced[event.member] = frozenset(event.topics)
+            if isinstance(event, MemberJoined):
+                self._rack_queued[event.member] = event.rack
         elif isinstance(event, MemberLeft):
             self._coalesced[event.member] = None
+            self._rack_queued[event.member] = None
         self._reasons.add(reason)
         if self._first_event is None:
             self._first_event = now

@@ -157,11 +157,13 @@ class GroupLoop:
         m = self.metrics
         for reason in r.reasons:
             m.rebalances.labels(g.name, reason).inc()
-        balance_moves = r.moved - r.moved_for_lag
+        balance_moves = r.moved - r.moved_for_lag - r.moved_for_rack
         if balance_moves:
             m.moved.labels(g.name, "balance").inc(balance_moves)
         if r.moved_for_lag:
             m.moved.labels(g.name, "lag").inc(r.moved_for_lag)
+        if r.moved_for_rack:
+            m.moved.labels(g.name, "rack").inc(r.moved_for_rack)
         m.rebalance_latency.labels(g.name).observe(done - r.first_event_at)
         m.event_to_publish.labels(g.name).observe(done - max(r.due_at, r.first_event_at))
         generation = plan.generation if plan else g.state.reconciler.generation
@@ -174,6 +176,8 @@ class GroupLoop:
             reason=",".join(r.reasons),
             moved=r.moved,
             moved_for_lag=r.moved_for_lag,
+            moved_for_rack=r.moved_for_rack,
+            cross_rack=g.state.engine.cross_rack(),
             changed_members=r.changed_members,
             records=len(plan.records) if plan else 0,
             assign_ms=round(r.assign_seconds * 1000, 3),
@@ -218,6 +222,7 @@ def reading(g: ManagedGroup, per_member_cap: int | None) -> GroupReading:
         lag_total=sum(member_lag.values()),
         lag_max_member=max(member_lag.values(), default=0),
         lag_skew=engine.lag_skew(),
+        cross_rack=engine.cross_rack(),
         per_member=per_member,
     )
 

@@ -101,6 +101,7 @@ def group_view(g: ManagedGroup, partitions: bool = False) -> dict[str, object]:
                 "reasons": list(r.reasons),
                 "moved": r.moved,
                 "moved_for_lag": r.moved_for_lag,
+                "moved_for_rack": r.moved_for_rack,
                 "lag_trigger": r.lag_trigger._asdict() if r.lag_trigger else None,
                 "why": r.why(),
             }
@@ -119,6 +120,7 @@ def group_view(g: ManagedGroup, partitions: bool = False) -> dict[str, object]:
             "total_lag": sum(member_lag.values()),
             "max_member_lag": max(member_lag.values(), default=0),
             "lag_skew": engine.lag_skew(),
+            "cross_rack": engine.cross_rack(),
             # The best largest member lag any assignment could reach: what the lag
             # policy's trigger_ratio and target_ratio multiply.
             "lag_bound": max(

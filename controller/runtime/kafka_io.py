@@ -18,8 +18,10 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaConnectionError, KafkaError
 from aiokafka.helpers import create_ssl_context
+from aiokafka.protocol.metadata import MetadataRequest
 
 from assignors import TopicPartition
+from assignors.racks import valid_rack
 from controller.core.handoff import Outgoing
 from controller.errors import InputError
 from controller.runtime.config import Config
@@ -35,6 +37,53 @@ from controller.wire.records import (
     fence_key,
     partition_key,
 )
+
+
+class TopicMetadata(NamedTuple):
+    counts: dict[str, int]
+    #: Replica racks of every partition read (an empty set: no broker rack known).
+    racks: dict[TopicPartition, frozenset[str]]
+    #: Broker racks that no ``client.rack`` could match (whitespace, control characters).
+    unusable_racks: list[str]
+
+
+def read_topic_metadata(response: Mapping[str, Any]) -> TopicMetadata:
+    """A Metadata response (as ``to_object()`` gives it, version 1 or later: brokers
+    carry ``rack``) as counts and replica racks. A topic with an error is left out."""
+    rack_of: dict[int, str] = {}
+    unusable: list[str] = []
+    for broker in response["brokers"]:
+        rack = broker.get("rack")
+        if rack is None:
+            continue
+        if valid_rack(rack):
+            rack_of[broker["node_id"]] = rack
+        else:
+            unusable.append(rack)
+    counts: dict[str, int] = {}
+    racks: dict[TopicPartition, frozenset[str]] = {}
+    for meta in response["topics"]:
+        if meta.get("error_code", 0) != 0:
+            continue
+        topic = meta["topic"]
+        counts[topic] = len(meta["partitions"])
+        for p in meta["partitions"]:
+            named = frozenset(rack_of[n] for n in p["replicas"] if n in rack_of)
+            racks[TopicPartition(topic, p["partition"])] = named
+    return TopicMetadata(counts, racks, sorted(set(unusable)))
+
+
+async def topic_metadata(admin: AIOKafkaAdminClient, topics: Iterable[str]) -> TopicMetadata:
+    """Partition counts and replica racks, from one Metadata request. The admin client's
+    public calls split brokers (``describe_cluster``, which asks about every topic of the
+    cluster) from topics, and let the broker create a topic a member merely named; this
+    request asks only about ours and creates nothing."""
+    wanted = sorted(set(topics))
+    if not wanted:
+        return TopicMetadata({}, {}, [])
+    request = MetadataRequest(wanted, allow_auto_topic_creation=False)
+    response = await admin._send_request(request)
+    return read_topic_metadata(response.to_object())
 
 
 def client_options(cfg: Config) -> dict[str, Any]:
@@ -351,15 +400,8 @@ class OffsetReader:
         await self._consumer.stop()
         await self._admin.close()
 
-    async def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
-        wanted = sorted(set(topics))
-        if not wanted:
-            return {}
-        counts: dict[str, int] = {}
-        for meta in await self._admin.describe_topics(wanted):
-            if meta.get("error_code", 0) == 0:
-                counts[meta["topic"]] = len(meta["partitions"])
-        return counts
+    async def topic_metadata(self, topics: Iterable[str]) -> TopicMetadata:
+        return await topic_metadata(self._admin, topics)
 
     async def committed(self, tps: list[KafkaTP]) -> dict[KafkaTP, int | None]:
         """The group's committed offsets: OffsetFetch through the admin API, falling back

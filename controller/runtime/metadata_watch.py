@@ -1,4 +1,5 @@
-"""Topic metadata for the led groups: a changed partition count is a rebalance input."""
+"""Topic metadata for the led groups: a changed partition count or replica rack is a
+rebalance input."""
 
 from __future__ import annotations
 
@@ -24,10 +25,17 @@ async def watch_metadata(cfg: Config, state: ReplicaState) -> None:
             topics = subscribed(g.state.engine.members) | {
                 t for p in g.state.presence.values() for t in p.topics
             }
-            counts = await state.readers[g.name].partition_counts(topics)
+            meta = await state.readers[g.name].topic_metadata(topics)
+            counts = meta.counts
             for topic in sorted(topics - counts.keys() - g.warned_topics):
                 g.warned_topics.add(topic)
                 log.warning("unknown_topic", group=g.name, topic=topic)
+            for rack in meta.unusable_racks:
+                if rack not in g.warned_racks:
+                    g.warned_racks.add(rack)
+                    log.warning("unusable_broker_rack", group=g.name, rack=rack)
             if counts:
-                g.state.on_partitions(counts, time.monotonic())
+                now = time.monotonic()
+                g.state.on_partitions(counts, now)
+                g.state.on_partition_racks(meta.racks, now)
                 g.wake.set()

@@ -41,6 +41,9 @@ class GroupReading(NamedTuple):
     lag_total: int
     lag_max_member: int
     lag_skew: float
+    #: Partitions the target assignment puts on a member whose rack holds none of their
+    #: replicas (0 without racks).
+    cross_rack: int
     #: (member, lag, partitions) for the capped per-member series; empty when off.
     per_member: list[tuple[str, int, int]]
 
@@ -79,6 +82,13 @@ class GroupGauges(Collector):
             "Largest member lag / mean member lag (1 is perfectly even).",
             labels=["group"],
         )
+        cross_rack = GaugeMetricFamily(
+            "ballast_cross_rack_partitions",
+            "Partitions assigned to a member whose rack holds none of their replicas, as "
+            "Kafka counts them (a partition with no known replica rack counts for a member "
+            "with a rack; 0 when no member declares one).",
+            labels=["group"],
+        )
         member_lag = GaugeMetricFamily(
             "ballast_member_lag_messages",
             "Lag held by a member (opt-in, capped per group).",
@@ -98,10 +108,11 @@ class GroupGauges(Collector):
             lag_total.add_metric([r.group], r.lag_total)
             lag_max.add_metric([r.group], r.lag_max_member)
             skew.add_metric([r.group], r.lag_skew)
+            cross_rack.add_metric([r.group], r.cross_rack)
             for member, lag, count in r.per_member:
                 member_lag.add_metric([r.group, member], lag)
                 member_partitions.add_metric([r.group, member], count)
-        yield from (members, partitions, imbalance, lag_total, lag_max, skew)
+        yield from (members, partitions, imbalance, lag_total, lag_max, skew, cross_rack)
         yield from (member_lag, member_partitions)
 
     def describe(self) -> Iterator[Metric]:
@@ -125,7 +136,7 @@ class Metrics:
         )
         self.moved = Counter(
             "ballast_partitions_moved_total",
-            "Partitions taken from a still-present owner, by reason (balance or lag).",
+            "Partitions taken from a still-present owner, by reason (balance, lag or rack).",
             ["group", "reason"],
             registry=r,
         )

@@ -202,10 +202,13 @@ class Ownership:
             self.metrics.recovery_conflicts.labels(name).inc()
             log.warning("recovery_conflict", group=name, detail=detail)
         topics = {t for ts in recovered.topics.values() for t in ts}
-        counts = await self._state.readers[name].partition_counts(topics)
+        meta = await self._state.readers[name].topic_metadata(topics)
         now = time.monotonic()
-        state = GroupState(name, self.cfg.rebalance.tuning(self.cfg.lag), counts, recovered, now)
-        for p in self._state.heard.get(name, {}).values():
+        tuning = self.cfg.rebalance.tuning(self.cfg.lag)
+        state = GroupState(name, tuning, meta.counts, recovered, now)
+        heard = self._state.heard.get(name, {})
+        state.adopt_racks({m: p.rack for m, p in heard.items()}, meta.racks)
+        for p in heard.values():
             with contextlib.suppress(RejectedError):
                 state.on_presence(p, now)
         for member, since in self._state.last_seen.get(name, {}).items():

@@ -26,6 +26,7 @@ class ManagedGroup:
     revoked_at: dict[TopicPartition, float] = field(default_factory=dict)
     publishing: bool = False
     warned_topics: set[str] = field(default_factory=set)
+    warned_racks: set[str] = field(default_factory=set)
     #: The latest rebalances (wall-clock time, generation, what it decided), newest last,
     #: for the group view: why partitions moved.
     recent: deque[tuple[float, int, Rebalance]] = field(

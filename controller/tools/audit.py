@@ -134,7 +134,7 @@ async def run_audit(
     """Read the whole assignments log and audit each group in it (or only ``groups``)."""
     from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415 - I/O kept out of the pure part
 
-    from controller.runtime.kafka_io import read_assignment_log  # noqa: PLC0415
+    from controller.runtime.kafka_io import read_assignment_log, topic_metadata  # noqa: PLC0415
     from controller.runtime.startup import NOT_REACHABLE, reason  # noqa: PLC0415
 
     try:
@@ -155,9 +155,7 @@ async def run_audit(
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="ballast-audit")
         await admin.start()
         try:
-            for meta in await admin.describe_topics(topics):
-                if meta.get("error_code", 0) == 0:
-                    counts[meta["topic"]] = len(meta["partitions"])
+            counts = (await topic_metadata(admin, topics)).counts
         finally:
             await admin.close()
     return [audit_group(g, logged, counts, window) for g in names]

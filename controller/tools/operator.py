@@ -195,7 +195,8 @@ def render_describe(view: Mapping[str, Any], partitions: bool = False) -> str:
         f"group {view['group']}  generation {view['generation']}  "
         f"epoch {view['controller_epoch']}  paused {_cell(view.get('paused', False))}",
         f"lag {q['total_lag']}  max member lag {q['max_member_lag']}  "
-        f"skew {q['lag_skew']:.2f}  count spread {q['count_spread']}",
+        f"skew {q['lag_skew']:.2f}  count spread {q['count_spread']}  "
+        f"cross-rack {q.get('cross_rack', 0)}",
         "",
     ]
     rows = [

@@ -5,8 +5,13 @@
   "partitions_per_topic": {"orders": 12},
   "subscriptions": {"c0": ["orders"], "c1": ["orders"]},
   "current": {"c0": [["orders", 0], ["orders", 1]]},
-  "lag": {"orders": {"0": 1200, "5": 40}}
+  "lag": {"orders": {"0": 1200, "5": 40}},
+  "member_racks": {"c0": "az-a", "c1": "az-b"},
+  "partition_racks": {"orders": {"0": ["az-a", "az-b"], "1": ["az-b", "az-c"]}}
 }
+
+``member_racks`` is each member's ``client.rack``; ``partition_racks`` the racks of each
+partition's replicas (KIP-881).
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from assignors import TopicPartition
 from controller.errors import InputError
+from controller.wire.records import Rack
 
 NonNegative = Annotated[int, Field(ge=0, strict=True)]
 #: JSON object keys are strings; a partition number used as a key is parsed from one.
@@ -35,6 +41,24 @@ class Scenario(BaseModel):
     subscriptions: dict[Annotated[str, Field(min_length=1)], list[TopicName]]
     current: dict[str, list[PartitionRef]] | None = None
     lag: dict[TopicName, dict[PartitionKey, NonNegative]] | None = None
+    member_racks: dict[str, Rack | None] | None = None
+    partition_racks: dict[TopicName, dict[PartitionKey, list[Rack]]] | None = None
+
+    @model_validator(mode="after")
+    def _racks_name_members(self) -> Scenario:
+        for member in self.member_racks or {}:
+            if member not in self.subscriptions:
+                raise ValueError(f"member_racks names {member!r}, which has no subscription")
+        return self
+
+    def partition_rack_map(self) -> dict[TopicPartition, list[str]] | None:
+        if self.partition_racks is None:
+            return None
+        return {
+            TopicPartition(t, p): racks
+            for t, parts in self.partition_racks.items()
+            for p, racks in parts.items()
+        }
 
     def lag_map(self) -> dict[TopicPartition, int]:
         return {

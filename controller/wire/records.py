@@ -13,9 +13,18 @@ import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from assignors import TopicPartition
+from assignors.racks import check_rack
 
 SCHEMA_VERSION: Literal[1] = 1
 #: Larger payloads are rejected before parsing (a member of 10 000 partitions is ~200 KiB).
@@ -25,6 +34,13 @@ Name = Annotated[str, Field(min_length=1, max_length=249, pattern=r"^[A-Za-z0-9.
 MemberId = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9._\-:@]+$")]
 NonNegative = Annotated[int, Field(ge=0, strict=True)]
 Partition = tuple[Name, NonNegative]
+#: ``client.rack`` as the assignors accept it (``assignors.racks.check_rack``: printable,
+#: no whitespace); the pattern says so in the published schema.
+Rack = Annotated[
+    str,
+    Field(min_length=1, max_length=255, pattern=r"^\S+$"),
+    AfterValidator(lambda rack: check_rack(rack, "rack")),
+]
 
 
 class DecodeError(ValueError):
@@ -62,7 +78,7 @@ class Presence(_Record):
     instance: Annotated[str, Field(max_length=64)] | None = None
     #: ``leaving`` right before a clean leave: reassign at once, no leave_grace.
     state: Literal["active", "leaving"] = "active"
-    rack: Annotated[str, Field(max_length=255)] | None = None
+    rack: Rack | None = None
     capacity: Annotated[float, Field(gt=0, le=1_000_000)] | None = None
     #: Generation of the last assignment record this member applied (-1: none yet).
     generation: Annotated[int, Field(ge=-1, strict=True)] = -1
@@ -254,11 +270,15 @@ def decode(model: type[R], payload: bytes | None, source: str) -> R:
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        problems = [
-            f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"
-            for e in exc.errors()[:5]
-        ]
-        raise DecodeError(source, "; ".join(problems)) from exc
+        raise DecodeError(source, problems(exc)) from exc
+
+
+def problems(exc: ValidationError) -> str:
+    """The first few problems of a rejected record, each as ``field.path: message``."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"
+        for e in exc.errors()[:5]
+    )
 
 
 def presence_topic(prefix: str, group: str, member: str) -> str:

@@ -741,6 +741,11 @@ def test_no_swap_leaves_an_improving_pair() -> None:
         ({"m0": "a"}, {("t", 0): "a"}, TypeError, "collection of rack names"),
         ({"m0": "a"}, {("t", "0"): ["a"]}, TypeError, r"\(topic, partition\) pair"),
         ({"m0": "a"}, {("t", 0): ["a", None]}, TypeError, r"partition_racks\[\('t', 0\)\]"),
+        # Keys as TopicPartition take the bulk path first; a bad entry is named all the same.
+        ({"m0": "a"}, {TopicPartition("t", 1): ["a b"]}, ValueError, r"partition_racks\[Topic"),
+        ({"m0": "a"}, {TopicPartition("t", 1): [["a"]]}, TypeError, "rack must be a str"),
+        ({"m0": "a"}, {TopicPartition("t", 1): "ab"}, TypeError, "collection of rack names"),
+        ({"m0": "a"}, {TopicPartition("t", True): ["a"]}, TypeError, r"\(topic, partition\) pair"),
     ],
 )
 def test_bad_declarations_are_named(
@@ -767,3 +772,9 @@ def test_racks_of_missing_partitions_are_ignored_and_racks_need_a_member_rack() 
         spec, {"m0": "a"}, {tp("t", 0): ["a"], tp("t", 5): ["b"], tp("gone", 0): ["c"]}
     )
     assert got == Racks({"m0": "a"}, {TopicPartition("t", 0): frozenset({"a"})})
+    # Plain pairs take the item-by-item path; the result is the same.
+    pairs = build_racks(spec, {"m0": "a"}, {("t", 0): ["a"], ("t", 5): ["b"], ("gone", 0): ["c"]})  # type: ignore[dict-item]
+    assert pairs == got
+    assert build_racks(spec, {"m0": "a"}, {tp("t", -1): ["a"], tp("t", 1): ("b", "a")}) == Racks(
+        {"m0": "a"}, {tp("t", 1): frozenset({"a", "b"})}
+    )

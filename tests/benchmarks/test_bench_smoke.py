@@ -12,6 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 import assignors_bench as bench
+import assignors_scale
 import controller_scale
 import pipeline_loop
 
@@ -27,6 +28,23 @@ def test_small_config_against_kafka_python(mixed: bool) -> None:
         if not mixed:
             assert ours.moved == ours.min_moved
             assert ours.moved <= peer.moved
+
+
+@pytest.mark.parametrize("mixed", [False, True])
+def test_scale_rows_with_zones_report_cross_rack(mixed: bool) -> None:
+    """The racked scenarios run every path with racks; with two replicas over three
+    zones and members in all three, every partition can be local, and each path that
+    reports the count says so."""
+    s = assignors_scale.Scenario("tiny, 3 zones", 30, 300, 3, mixed, (), zones=3)
+    rows = assignors_scale.ballast(s, repeat=2)
+    reported = [r for r in rows if "cross_rack" in r]
+    assert {r["impl"] for r in reported} == {"assign sticky", "assign lagsticky", "engine"}
+    if not mixed:
+        assert all(r["cross_rack"] == 0 for r in reported)
+    plain = assignors_scale.ballast(
+        assignors_scale.Scenario("tiny", 30, 300, 3, mixed, ()), repeat=2
+    )
+    assert not any("cross_rack" in r for r in plain)
 
 
 def test_lag_quality_rows_are_ratios_to_the_optimum() -> None:

@@ -1,4 +1,5 @@
-"""``ballast assign`` on the shipped scenarios and on malformed input."""
+"""``ballast assign`` on the shipped scenarios and on malformed input (and the one other
+rack argument, ``ballast worker --rack``)."""
 
 from __future__ import annotations
 
@@ -83,6 +84,18 @@ def test_json_output_round_trips_as_current(
             '{"partitions_per_topic": {"t": 1}, "subscriptions": {"a": ["t"]}, "current": {"a": [["t"]]}}',
             "current.a.0",
         ),
+        (
+            '{"partitions_per_topic": {"t": 1}, "subscriptions": {"a": ["t"]}, "member_racks": {"a": "az 1"}}',
+            "member_racks.a: String should match pattern",
+        ),
+        (
+            '{"partitions_per_topic": {"t": 1}, "subscriptions": {"a": ["t"]}, "member_racks": {"b": "az-1"}}',
+            "member_racks names 'b', which has no subscription",
+        ),
+        (
+            '{"partitions_per_topic": {"t": 1}, "subscriptions": {"a": ["t"]}, "partition_racks": {"t": {"0": "az-1"}}}',
+            "partition_racks.t.0: Input should be a valid list",
+        ),
     ],
 )
 def test_malformed_scenarios_name_the_problem(
@@ -106,3 +119,25 @@ def test_unknown_strategy_is_rejected_by_the_parser(capsys: pytest.CaptureFixtur
         main(["assign", "--strategy", "nope", "--scenario", "x.json"])
     assert exc.value.code == 2
     assert "lagsticky" in capsys.readouterr().err
+
+
+def test_racks_report_cross_rack_before_and_after(capsys: pytest.CaptureFixture[str]) -> None:
+    """The KIP-881 example: a zone-blind assignment leaves 4 of 12 partitions remote; the
+    sticky strategies bring them home by swapping, and say so."""
+    scenario = next(p for p in EXAMPLES if "kip881" in p.name)
+    assert main(["assign", "--strategy", "sticky", "--scenario", str(scenario)]) == 0
+    text = capsys.readouterr().out
+    assert "cross_rack=0/12 (0.0%) (before 4/12 (33.3%))" in text
+    assert main(["assign", "--strategy", "roundrobin", "--scenario", str(scenario), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["quality"]["cross_rack"], out["cross_rack_before"]) == (4, 4)  # rack-blind
+
+
+def test_a_worker_rack_is_checked_as_the_controller_checks_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["worker", "--bootstrap", "127.0.0.1:1", "--group", "g", "--member", "m"]
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--topic", "t", "--out", "/dev/null", "--rack", "zone a"])
+    assert exc.value.code == 2
+    assert "--rack: rack 'zone a' contains whitespace" in capsys.readouterr().err

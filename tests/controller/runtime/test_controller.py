@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiomqtt
 import pytest
@@ -13,8 +14,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
 
 from assignors import TopicPartition
+from controller.client.consumer import ManagedConsumer
 from controller.runtime.config import Config
 from controller.runtime.daemon import Controller
+from controller.runtime.group_view import group_view
 from controller.tools import embedded
 from controller.tools.simfleet import Fleet
 from controller.wire.records import Presence
@@ -367,3 +370,65 @@ async def test_lag_weight_time_and_tombstones_from_the_lag_topic(
             assert ctl.metrics.invalid.labels("lag")._value.get() == 0
     finally:
         await producer.stop()
+
+
+async def test_a_member_rack_reaches_the_controller(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str], topic: str
+) -> None:
+    """``ManagedConsumer(rack=...)`` is the member's ``client.rack``: the controller's
+    engine and group view carry it. Tansu names no broker rack, so, as Kafka counts
+    them, all six partitions of the member with a rack are cross-rack and those of the
+    member without one are not."""
+    group = names[0]
+    cfg = make_config(kafka, mqtt, group)
+    with pytest.raises(ValueError, match="rack: String should match pattern"):
+        ManagedConsumer(group, "bad", [topic], bootstrap_servers=kafka.address, rack="zone 1")
+    async with running(cfg) as ctl:
+        members = [
+            ManagedConsumer(
+                group,
+                m,
+                [topic],
+                bootstrap_servers=kafka.address,
+                mqtt_port=mqtt.port,
+                mqtt_keepalive=1,
+                rack=rack,
+                auto_offset_reset="earliest",  # records sent before a position resolves count
+            )
+            for m, rack in (("m1", "az-1"), ("m2", None))
+        ]
+        for c in members:
+            await c.start()
+        try:
+            g = ctl.groups[group]
+            for _ in range(200):
+                for c in members:
+                    await c.getmany(timeout_ms=20)
+                if sorted(len(c.assignment) for c in members) == [6, 6]:
+                    break
+            assert sorted(len(c.assignment) for c in members) == [6, 6]
+            assert members[0].consumer._client_rack == "az-1"  # follower fetching too
+            assert g.state.engine.rack_of("m1") == "az-1"
+            assert g.state.engine.rack_of("m2") is None
+            view: Any = group_view(g, partitions=False)
+            assert view["members"]["m1"]["rack"] == "az-1"
+            assert view["quality"]["cross_rack"] == 6
+            assert g.state.replica_racks == {}
+            # Fetching with a rack id works on a broker that ignores it.
+            producer = AIOKafkaProducer(bootstrap_servers=kafka.address)
+            await producer.start()
+            try:
+                for p in range(12):
+                    await producer.send_and_wait(topic, b"x", partition=p)
+            finally:
+                await producer.stop()
+            got = 0
+            for _ in range(200):
+                for c in members:
+                    got += sum(map(len, (await c.getmany(timeout_ms=20)).values()))
+                if got == 12:
+                    break
+            assert got == 12
+        finally:
+            for c in members:
+                await c.close()
