@@ -7,7 +7,8 @@ from .types import Assignment
 
 
 def range_assign(spec: GroupSpec) -> Assignment:
-    """Per topic, sorted subscribers take contiguous ranges; the first ``P % C`` take one more."""
+    """Per topic, sorted subscribers take contiguous ranges; the first ``P % C`` take one more.
+    Topics go in name order, so every member's list comes out sorted."""
     out = spec.empty_assignment()
     for topic, consumers in spec.subscribers().items():
         partitions = spec.partitions(topic)
@@ -15,7 +16,7 @@ def range_assign(spec: GroupSpec) -> Assignment:
         for i, member in enumerate(consumers):
             start = per * i + min(i, extra)
             out[member].extend(partitions[start : start + per + (1 if i < extra else 0)])
-    return _sorted(out)
+    return out
 
 
 def roundrobin_assign(spec: GroupSpec) -> Assignment:
@@ -36,7 +37,3 @@ def roundrobin_assign(spec: GroupSpec) -> Assignment:
             out[members[cursor]].append(tp)
             cursor = (cursor + 1) % len(members)
     return out
-
-
-def _sorted(assignment: Assignment) -> Assignment:
-    return {m: sorted(parts) for m, parts in assignment.items()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping
 
+from .placement import heaviest_first
 from .spec import GroupSpec
 from .types import Assignment, TopicPartition
 
@@ -21,8 +22,7 @@ def lag_assign(spec: GroupSpec, lag: Mapping[TopicPartition, int]) -> Assignment
         # The reference scans every consumer per partition; a heap of the same keys
         # (count, lag, id) gives the same choice in O(log consumers).
         heap = [(0, 0, m) for m in consumers]
-        partitions = sorted(spec.partitions(topic), key=lambda tp: (-lag.get(tp, 0), tp.partition))
-        for tp in partitions:
+        for tp in heaviest_first(spec.partitions(topic), lag):
             count, total, member = heap[0]
             out[member].append(tp)
             heapq.heapreplace(heap, (count + 1, total + lag.get(tp, 0), member))

@@ -53,12 +53,7 @@ def greedy_place_of(
     for topic in order:
         heap = [(count[m], total[m], m) for m in subscribers[topic]]
         heapq.heapify(heap)
-        partitions: Sequence[P] = partitions_of(topic)
-        if lag:
-            heavy = heaviest_first_order(list(map(lag.get, partitions, repeat(0))))
-            if heavy is not None:
-                partitions = list(map(partitions.__getitem__, heavy))
-        for tp in partitions:
+        for tp in heaviest_first(partitions_of(topic), lag):
             c, weight, member = heap[0]
             weight += lag.get(tp, 0)
             heapq.heapreplace(heap, (c + 1, weight, member))
@@ -87,6 +82,15 @@ def deal_uniform(
         return {m: partitions[i::n] for i, m in enumerate(members)}
     dealt = snake(list(map(partitions.__getitem__, order)), n)
     return {m: sorted(parts) for m, parts in zip(members, dealt, strict=True)}
+
+
+def heaviest_first(partitions: Sequence[P], lag: Mapping[P, int] | None) -> Sequence[P]:
+    """``partitions`` by decreasing lag, ties in their order (as given without lag)."""
+    if lag:
+        heavy = heaviest_first_order(list(map(lag.get, partitions, repeat(0))))
+        if heavy is not None:
+            return list(map(partitions.__getitem__, heavy))
+    return partitions
 
 
 def heaviest_first_order(weights: list[int]) -> list[int] | None:

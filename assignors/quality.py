@@ -4,8 +4,8 @@ fetches (KIP-881)."""
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from itertools import chain, compress, repeat
-from operator import itemgetter, lt, ne
+from itertools import accumulate, chain, compress, repeat
+from operator import contains, itemgetter, lt, ne, sub
 from typing import NamedTuple
 
 from .racks import MemberRacks, PartitionRacks, build_racks, cross_rack
@@ -20,7 +20,8 @@ from .types import (
 
 Held = Mapping[str, list[TopicPartition]] | CurrentAssignment
 
-_topic, _number = itemgetter(0), itemgetter(1)
+_first, _second = itemgetter(0), itemgetter(1)
+_topic, _number = _first, _second
 
 
 class Quality(NamedTuple):
@@ -41,16 +42,20 @@ def problems(
 ) -> list[str]:
     """Everything that makes ``assignment`` invalid, as readable sentences (empty if valid)."""
     spec = build_spec(partitions_per_topic, subscriptions)
-    ppt = spec.partitions_per_topic
     held = _as_partitions(assignment)
-    if _valid_in_bulk(held, spec):
+    if _valid_in_bulk(held, _Flat.of(held), spec):
         return []
+    return _named_problems(held, spec)
+
+
+def _named_problems(held: Mapping[str, Collection[TopicPartition]], spec: GroupSpec) -> list[str]:
+    ppt = spec.partitions_per_topic
     out: list[str] = []
     owner: dict[TopicPartition, str] = {}
     for member in spec.members:
-        if member not in assignment:
+        if member not in held:
             out.append(f"member {member!r} is missing from the assignment")
-    for member in sorted(assignment):
+    for member in sorted(held):
         if member not in spec.topics_of:
             out.append(f"{member!r} is not a member of the group")
             continue
@@ -76,13 +81,28 @@ def problems(
     return out
 
 
-def _valid_in_bulk(held: Mapping[str, Collection[TopicPartition]], spec: GroupSpec) -> bool:
+class _Flat(NamedTuple):
+    """Every partition an assignment holds, beside each its holder, and the reverse map:
+    built once per assignment and shared by the validity and movement checks."""
+
+    owners: list[str]
+    parts: list[TopicPartition]
+    owner: dict[TopicPartition, str]
+
+    @classmethod
+    def of(cls, held: Mapping[str, Collection[TopicPartition]]) -> _Flat:
+        owners, parts = _flatten(held, held)
+        return cls(owners, parts, dict(zip(parts, owners, strict=True)))
+
+
+def _valid_in_bulk(
+    held: Mapping[str, Collection[TopicPartition]], flat: _Flat, spec: GroupSpec
+) -> bool:
     """``problems`` finds nothing: the usual case, checked in C-level passes over every
     partition; the loop in ``problems`` then runs only to name what is wrong."""
     if held.keys() != set(spec.members):
         return False
-    owners, parts = _flatten(held, held)
-    owned = dict(zip(parts, owners, strict=True))
+    owners, parts, owned = flat
     ppt = spec.partitions_per_topic
     if len(owned) != len(parts) or len(owned) != sum(ppt[t] for t in spec.topics):
         return False  # a partition held twice, or one without an owner
@@ -91,8 +111,9 @@ def _valid_in_bulk(held: Mapping[str, Collection[TopicPartition]], spec: GroupSp
         return False
     if not all(map(lt, numbers, map(ppt.get, map(_topic, parts), repeat(0)))):
         return False
-    pairs = set(zip(owners, map(_topic, parts), strict=True))
-    return all(t in spec.topics_of[m] for m, t in pairs)
+    pairs = set(zip(owners, map(_topic, parts), strict=True))  # (holder, topic)
+    subscribed = map(spec.topics_of.__getitem__, map(_first, pairs))
+    return all(map(contains, subscribed, map(_second, pairs)))
 
 
 def _flatten(
@@ -135,26 +156,54 @@ def imbalances(assignment: Held, subscriptions: Subscriptions) -> list[tuple[str
 def movement(before: Held, after: Held, subscriptions: Subscriptions | None = None) -> int:
     """Partitions whose previous owner is still present (and, given subscriptions, still
     subscribed to the topic) but no longer holds them."""
-    owner_after: dict[TopicPartition, str] = {}
-    for m, tps in _as_partitions(after).items():
-        owner_after.update(zip(tps, repeat(m)))
-    held = _as_partitions(before)
-    owners, parts = _flatten(held, (m for m in held if m in after))
-    if subscriptions is not None:
-        pairs = list(zip(owners, map(_topic, parts), strict=True))
-        dropped = {(m, t) for m, t in set(pairs) if t not in subscriptions.get(m, ())}
-        if dropped:
-            keep = [pair not in dropped for pair in pairs]
-            owners, parts = list(compress(owners, keep)), list(compress(parts, keep))
+    now = _as_partitions(after)
+    return _moved(_as_partitions(before), now, _Flat.of(now).owner, subscriptions)
+
+
+def _moved(
+    held: Mapping[str, Collection[TopicPartition]],
+    after: Mapping[str, object],
+    owner_after: Mapping[TopicPartition, str],
+    subscriptions: Subscriptions | None,
+) -> int:
+    owners, parts = _flatten(held, filter(after.__contains__, held))
     now = list(map(owner_after.get, parts))
-    # None != owner too, so the partitions nobody holds now are taken back out.
-    changed: int = sum(map(ne, now, owners))
-    return changed - now.count(None)
+    # Only partitions whose holder changed can count; None != owner too, so the
+    # partitions nobody holds now are counted out afterwards.
+    changed = list(map(ne, now, owners))
+    owners, now = list(compress(owners, changed)), list(compress(now, changed))
+    moved = len(owners) - now.count(None)
+    if subscriptions is None or not moved:
+        return moved
+    pairs = list(zip(owners, map(_topic, compress(parts, changed)), strict=True))
+    dropped = {(m, t) for m, t in set(pairs) if t not in subscriptions.get(m, ())}
+    if dropped:  # the previous owner gave the topic up: not a move
+        moved -= sum(
+            1 for pair, n in zip(pairs, now, strict=True) if n is not None and pair in dropped
+        )
+    return moved
 
 
 def member_lag(assignment: Held, lag: LagMap | None) -> dict[str, int]:
-    get = (lag or {}).get
-    return {m: sum(map(get, tps, repeat(0))) for m, tps in _as_partitions(assignment).items()}
+    """Lag per member, summed in C-level passes over all partitions at once (a loop per
+    member costs more than its few partitions in groups of many small members)."""
+    held = _as_partitions(assignment)
+    return _member_lag(held, chain.from_iterable(held.values()), lag)
+
+
+def _member_lag(
+    held: Mapping[str, Collection[TopicPartition]],
+    parts: Iterable[TopicPartition],
+    lag: LagMap | None,
+) -> dict[str, int]:
+    """``parts``: every partition of ``held``, in its order."""
+    members = list(held)
+    if not lag:
+        return dict.fromkeys(members, 0)
+    running = [0, *accumulate(map(lag.get, parts, repeat(0)))]
+    ends = [0, *accumulate(map(len, map(held.__getitem__, members)))]
+    at = running.__getitem__
+    return dict(zip(members, map(sub, map(at, ends[1:]), map(at, ends[:-1])), strict=True))
 
 
 def lag_skew(assignment: Held, lag: LagMap | None) -> float:
@@ -179,21 +228,21 @@ def evaluate(
     member_racks: MemberRacks | None = None,
     partition_racks: PartitionRacks | None = None,
 ) -> Quality:
-    counts = [len(assignment.get(m, ())) for m in subscriptions]
-    totals = member_lag(assignment, lag)
-    racks = None
-    if member_racks:
-        racks = build_racks(
-            build_spec(partitions_per_topic, subscriptions), member_racks, partition_racks
-        )
+    spec = build_spec(partitions_per_topic, subscriptions)
+    held = _as_partitions(assignment)
+    flat = _Flat.of(held)
+    counts = list(map(len, map(held.get, subscriptions, repeat(()))))
+    spread = (max(counts) - min(counts)) if counts else 0
+    totals = _member_lag(held, flat.parts, lag)
+    racks = build_racks(spec, member_racks, partition_racks) if member_racks else None
     return Quality(
-        valid=not problems(assignment, partitions_per_topic, subscriptions),
-        balanced=is_balanced(assignment, subscriptions),
-        count_spread=(max(counts) - min(counts)) if counts else 0,
-        moved=movement(before, assignment, subscriptions) if before else 0,
+        valid=_valid_in_bulk(held, flat, spec) or not _named_problems(held, spec),
+        balanced=spread <= 1 or is_balanced(assignment, subscriptions),
+        count_spread=spread,
+        moved=_moved(_as_partitions(before), held, flat.owner, subscriptions) if before else 0,
         max_member_lag=max(totals.values(), default=0),
         lag_skew=_skew(totals),
-        cross_rack=cross_rack(_as_partitions(assignment), racks) if racks else 0,
+        cross_rack=cross_rack(held, racks) if racks else 0,
     )
 
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 
+from .partition_lists import topic_partitions
 from .racks import Racks, use_rack_aware
 from .spec import GroupSpec
-from .types import Assignment, topic_partitions
+from .types import Assignment
 
 
 class _Topic:

@@ -10,7 +10,7 @@ from .lagbased import lag_assign
 from .placement import greedy_place
 from .rack_range import rack_range_assign
 from .racks import MemberRacks, PartitionRacks, build_racks
-from .spec import GroupSpec, build_spec, normalize_lag
+from .spec import GroupSpec, build_spec, check_lag, normalize_lag
 from .types import (
     Assignment,
     CurrentAssignment,
@@ -21,12 +21,11 @@ from .types import (
 
 STRATEGIES: tuple[str, ...] = ("range", "roundrobin", "fair", "sticky", "lag", "lagsticky")
 
-_Stateless = Callable[[GroupSpec, LagMap], Assignment]
-_STATELESS: dict[str, _Stateless] = {
-    "range": lambda spec, _lag: range_assign(spec),
-    "roundrobin": lambda spec, _lag: roundrobin_assign(spec),
-    "fair": lambda spec, _lag: greedy_place(spec),
-    "lag": lag_assign,
+#: The strategies that read neither ``current`` nor ``lag`` (they still validate ``lag``).
+_COUNT_ONLY: dict[str, Callable[[GroupSpec], Assignment]] = {
+    "range": range_assign,
+    "roundrobin": roundrobin_assign,
+    "fair": greedy_place,
 }
 
 
@@ -55,12 +54,16 @@ def assign(
         raise ValueError(
             f"unknown strategy {strategy!r}; valid strategies: {', '.join(STRATEGIES)}"
         )
-    if strategy in _STATELESS:
+    if strategy == "lag" or strategy in _COUNT_ONLY:
         spec = build_spec(partitions_per_topic, subscriptions)
         racks = build_racks(spec, member_racks, partition_racks)
+        if strategy == "lag":
+            return lag_assign(spec, normalize_lag(lag))
+        if lag:
+            check_lag(lag)
         if strategy == "range" and racks is not None:
             return rack_range_assign(spec, racks)
-        return _STATELESS[strategy](spec, normalize_lag(lag))
+        return _COUNT_ONLY[strategy](spec)
     return IncrementalAssignor.solve(
         partitions_per_topic,
         subscriptions,

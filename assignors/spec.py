@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
+from .partition_lists import topic_partitions
 from .types import (
     MAX_PARTITION,
     Assignment,
@@ -18,7 +19,6 @@ from .types import (
     PartitionsPerTopic,
     Subscriptions,
     TopicPartition,
-    topic_partitions,
 )
 
 

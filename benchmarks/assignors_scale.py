@@ -28,7 +28,7 @@ import kafka_peer
 
 from assignors import IncrementalAssignor, LagUpdated, MemberJoined, MemberLeft, TopicPartition
 from assignors import assign as ballast_assign
-from assignors.types import topic_partitions
+from assignors.partition_lists import topic_partitions
 
 
 @dataclass(frozen=True)
