@@ -36,7 +36,7 @@ class _Runs:
         self._lock = threading.Lock()  # plug-ins may assign from several threads
 
     def get(self, topic: str, count: int) -> list[TopicPartition]:
-        if count > self._budget:
+        if not 0 < count <= self._budget:  # nothing to keep, or too much
             return _build(topic, 0, count)
         with self._lock:
             run = self._runs.get(topic)

@@ -35,3 +35,5 @@ def test_the_budget_drops_the_least_recently_used_topics() -> None:
     big = runs.get("huge", 11)  # larger than the budget: built, never kept
     assert big == [TopicPartition("huge", p) for p in range(11)]
     assert "huge" not in runs._runs
+    assert runs.get("empty", 0) == []  # no entry: names of empty topics cannot pile up
+    assert "empty" not in runs._runs
