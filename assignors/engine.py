@@ -240,11 +240,7 @@ class IncrementalAssignor:
                 if start.uniform and not start.weighted:
                     return start.kept_uniform()
             elif start.final:  # nothing to even out, and no swap can improve the rack deal
-                dealt, _ = start.rack_dealt()
-                spec = start.spec
-                every = np.empty(sum(spec.partitions_per_topic[t] for t in spec.topics), object)
-                every[:] = list(chain.from_iterable(map(spec.partitions, spec.topics)))
-                return {m: every[places].tolist() for m, places in dealt.items()}
+                return start.dealt_by_rack()
             eng, change = start.engine(policy)
             if start.fresh:
                 return eng.assignment()
@@ -1284,11 +1280,21 @@ class _Start:
         """A fresh uniform deal is count-balanced by construction; without lag it is done."""
         return self.fresh and self.uniform and not self.weighted
 
+    def partitions(self) -> list[TopicPartition]:
+        """Every subscribed partition, topic after topic (the order of ``every()``)."""
+        return list(chain.from_iterable(map(self.spec.partitions, self.spec.topics)))
+
     def dealt(self) -> Assignment:
         """The final result when ``final``: a plain deal of every partition."""
-        spec = self.spec
-        every = list(chain.from_iterable(map(spec.partitions, spec.topics)))
-        return deal_uniform(list(spec.members), every, None)
+        return deal_uniform(list(self.spec.members), self.partitions(), None)
+
+    def dealt_by_rack(self) -> Assignment:
+        """The final result when ``final`` and ``racked``: the rack deal, no engine."""
+        dealt, _ = self.rack_dealt()
+        parts = self.partitions()
+        every = np.empty(len(parts), object)  # of tuples, not a 2-D array of their fields
+        every[:] = parts
+        return {m: every[places].tolist() for m, places in dealt.items()}
 
     def kept_uniform(self) -> Assignment:
         """The result when every member can take every partition and lag cannot matter:

@@ -128,7 +128,7 @@ def _partition_racks(
     parts: dict[TopicPartition, frozenset[str]] = {}
     ppt = spec.partitions_per_topic
     layouts: dict[tuple[str, ...], frozenset[str]] = {}
-    for key, racks in (partition_racks or {}).items():
+    for key, racks in partition_racks.items():
         tp = as_partition(key)
         if tp is None:
             raise TypeError(f"partition_racks key {key!r}: expected a (topic, partition) pair")

@@ -29,6 +29,7 @@ import kafka_peer
 from assignors import IncrementalAssignor, LagUpdated, MemberJoined, MemberLeft, TopicPartition
 from assignors import assign as ballast_assign
 from assignors.partition_lists import topic_partitions
+from assignors.quality import evaluate
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,9 @@ def ballast(s: Scenario, repeat: int) -> list[dict[str, Any]]:
         for _ in range(fresh_runs):
             result, ms = _ms(lambda: ballast_assign(strategy, ppt, subs, lag=weights, **placed))  # noqa: B023
             times.append(ms)
-        rows.append(_row(s, "fresh", f"assign {strategy}", times, **_cross(placed, result)))
+        rows.append(
+            _row(s, "fresh", f"assign {strategy}", times, **_cross(placed, ppt, subs, result))
+        )
         leave_t, join_t = [], []
         for v in victims[10 : 10 + (3 if big else repeat)]:
             left = {m: t for m, t in subs.items() if m != v}
@@ -172,15 +175,16 @@ def _without(placed: dict[str, Any], member: str) -> dict[str, Any]:
     }}  # fmt: skip
 
 
-def _cross(placed: dict[str, Any], result: Mapping[str, list[TopicPartition]]) -> dict[str, Any]:
+def _cross(
+    placed: dict[str, Any],
+    ppt: Mapping[str, int],
+    subs: Mapping[str, list[str]],
+    result: Mapping[str, list[TopicPartition]],
+) -> dict[str, Any]:
     """The result's cross-rack count, as a row's extra column (nothing without racks)."""
     if not placed:
         return {}
-    member_racks, partition_racks = placed["member_racks"], placed["partition_racks"]
-    remote = sum(
-        1 for m, tps in result.items() for tp in tps if member_racks[m] not in partition_racks[tp]
-    )
-    return {"cross_rack": remote}
+    return {"cross_rack": evaluate(result, ppt, subs, **placed).cross_rack}
 
 
 def floor(
