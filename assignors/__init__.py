@@ -2,7 +2,7 @@
 
 from assignors import assign, TopicPartition, STRATEGIES
 assign(strategy, partitions_per_topic, subscriptions, *, current=None, lag=None,
-       member_racks=None, partition_racks=None)
+       member_racks=None, partition_racks=None, member_capacities=None)
 """
 
 from .engine import IncrementalAssignor

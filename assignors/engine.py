@@ -3,10 +3,12 @@
 The engine holds one group's assignment with the indexes that make each event cost in
 proportion to the partitions it moves, not to the size of the group:
 
-* ``_load``: every member's key ``(count, lag, name)`` in one sorted list; the donor for a
-  member that is short of partitions is found from the top.
-* ``_gheap``: a lazy min-heap of subscribers' keys per *topic group*, the topics that
-  have exactly the same subscribers (one group when subscriptions are identical). The
+* ``_load``: every member's key ``(give, lag, name)`` in one sorted list (``give`` is
+  ``2 * count - 1``, per unit of capacity when members declare one: ``capacity.py``); the
+  donor for a member that is short of partitions is found from the top.
+* ``_gheap``: a lazy min-heap of subscribers' ``(take, lag, name)`` keys per *topic
+  group*, the topics that have exactly the same subscribers (one group when subscriptions
+  are identical). The
   receiver for a partition is the top valid entry of its topic's group. Stale entries are
   skipped on read; a heap is rebuilt when stale entries outnumber live ones. Groups are
   refined (split) when a subscription cuts across one, never merged.
@@ -20,7 +22,8 @@ the edges, for the members an event changed.
 Priorities: validity > count balance (KIP-54's definition) > lag balance (smallest
 largest member lag) > stickiness. After an event, balance is restored by a worklist over
 the members whose holdings changed: only pairs involving such a member can newly violate
-balance, and every repair move strictly lowers the sum of squared counts, so it ends.
+balance, and every repair move strictly lowers the sum of squared counts (over
+capacities), so it ends.
 """
 
 from __future__ import annotations
@@ -41,6 +44,13 @@ import numpy as np
 from numpy.typing import NDArray
 from sortedcontainers import SortedList
 
+from .capacity import (
+    MemberCapacities,
+    build_capacities,
+    check_capacity,
+    deal_by_capacity,
+    quotas,
+)
 from .events import (
     Change,
     Event,
@@ -75,7 +85,10 @@ from .types import (
     TopicPartition,
 )
 
-Key = tuple[int, int, str]
+#: ``(score, lag, name)``: ``give`` or ``take`` of the member's count (``capacity.py``)
+#: and its lag, both per unit of capacity. With capacity 1 (the default) the scores are
+#: ``2 * count -+ 1`` and the lag is the member's lag, all ints: the order is by count.
+Key = tuple[float, float, str]
 #: Donor candidates scanned from the top before falling back to per-topic holder heaps.
 _DONOR_SCAN = 8
 _SWAP_CANDIDATES = 256
@@ -104,13 +117,34 @@ class _Member:
     #: The topic groups this member subscribes to, valid while ``groups_version`` is current.
     groups: tuple[int, ...] = ()
     groups_version: int = -1
+    #: The member's declared weight: balance gives it partitions and lag in proportion.
+    capacity: float = 1
 
     @property
     def count(self) -> int:
         return len(self.by_lag)
 
     def key(self) -> Key:
-        return (len(self.by_lag), self.lag, self.name)
+        """The donor order (``_load``, holder heaps): who gives first."""
+        c, w = len(self.by_lag), self.capacity
+        if w == 1:
+            return (2 * c - 1, self.lag, self.name)
+        return ((2 * c - 1) / w, self.lag / w, self.name)
+
+    def take_key(self) -> Key:
+        """The receiver order (topic-group heaps): who takes first."""
+        c, w = len(self.by_lag), self.capacity
+        if w == 1:
+            return (2 * c + 1, self.lag, self.name)
+        return ((2 * c + 1) / w, self.lag / w, self.name)
+
+    def load(self) -> float:
+        """The member's lag per unit of capacity: what lag balance evens out."""
+        return self.lag if self.capacity == 1 else self.lag / self.capacity
+
+    def share(self, lag: float) -> float:
+        """``lag`` per unit of this member's capacity."""
+        return lag if self.capacity == 1 else lag / self.capacity
 
     def pids(self) -> list[int]:
         return sorted(map(pid_of, self.by_lag))
@@ -124,10 +158,24 @@ class _Member:
 
 
 _lag_of = attrgetter("lag")
+_capacity_of = attrgetter("capacity")
 _by_lag_of = attrgetter("by_lag")
 
 #: A lag move or swap: (resulting peak lag, partner, pid from the top member, pid back).
-_LagStep = tuple[int, _Member, int, int | None]
+_LagStep = tuple[float, _Member, int, int | None]
+
+
+def _even_share(a: _Member, b: _Member) -> float:
+    """The lag that, moved from ``a`` to ``b``, leaves both with the same lag per unit
+    of capacity (half the gap when their capacities are equal)."""
+    if a.capacity == b.capacity:
+        return (a.lag - b.lag) / 2
+    return (a.lag * b.capacity - b.lag * a.capacity) / (a.capacity + b.capacity)
+
+
+def _peak(a: _Member, b: _Member, d: int) -> float:
+    """The larger lag per unit of capacity after moving lag ``d`` from ``a`` to ``b``."""
+    return max(a.share(a.lag - d), b.share(b.lag + d))
 
 
 class IncrementalAssignor:
@@ -164,9 +212,13 @@ class IncrementalAssignor:
         self._groups_cache_version = -1
         #: topic id -> lazy max-heap (negated count and lag) of members holding its
         #: partitions; built on first need, only groups with mixed subscriptions need it.
-        self._hheap: dict[int, list[tuple[int, int, str]]] | None = None
+        self._hheap: dict[int, list[Key]] | None = None
         self._hheap_size = 0
         self._total_lag = 0
+        #: The members' capacities summed (their count when none is declared), and how
+        #: many members declare one other than 1: with none, every path is KIP-54's.
+        self._capacity_total: float = 0
+        self._weighted = 0
         self._racks = RackIndex()
         #: Partitions held by a member whose rack holds none of their replicas.
         self._cross_rack: set[int] = set()
@@ -186,6 +238,7 @@ class IncrementalAssignor:
         policy: LagPolicy = DEFAULT_POLICY,
         member_racks: MemberRacks | None = None,
         partition_racks: PartitionRacks | None = None,
+        member_capacities: MemberCapacities | None = None,
     ) -> tuple[IncrementalAssignor, Change]:
         """Build an engine from a whole group at once and settle it.
 
@@ -194,7 +247,8 @@ class IncrementalAssignor:
         ``Change`` is relative to the kept part of ``current``. With racks, a fresh
         group whose members take every partition and have no lag to weigh is dealt onto
         its racks at once (``rack_deal.py``); otherwise the partitions held off their
-        replicas' racks are aligned as far as count-neutral swaps allow.
+        replicas' racks are aligned as far as count-neutral swaps allow. With
+        ``member_capacities`` (``capacity.py``) balance is proportional to them.
         """
         with _gc_paused():
             start = _Start.of(
@@ -205,6 +259,7 @@ class IncrementalAssignor:
                 lag_aware,
                 member_racks,
                 partition_racks,
+                member_capacities,
             )
             eng, change = start.engine(policy)
             eng._build_heaps()  # ready for the first event
@@ -221,6 +276,7 @@ class IncrementalAssignor:
         policy: LagPolicy = DEFAULT_POLICY,
         member_racks: MemberRacks | None = None,
         partition_racks: PartitionRacks | None = None,
+        member_capacities: MemberCapacities | None = None,
     ) -> Assignment:
         """``from_snapshot(...)[0].assignment()`` without building the indexes when a
         fresh uniform deal is already final (nothing to keep, no lag to even out)."""
@@ -233,11 +289,12 @@ class IncrementalAssignor:
                 lag_aware,
                 member_racks,
                 partition_racks,
+                member_capacities,
             )
             if not start.racked:
                 if start.final:
                     return start.dealt()
-                if start.uniform and not start.weighted:
+                if start.uniform and not start.weighted and start.capacities is None:
                     return start.kept_uniform()
             elif start.final:  # nothing to even out, and no swap can improve the rack deal
                 return start.dealt_by_rack()
@@ -262,6 +319,7 @@ class IncrementalAssignor:
         topics_of: Mapping[str, frozenset[str]],
         initial: Mapping[str, list[int]],
         weighed: Mapping[str, tuple[list[int], int]] | None = None,
+        capacities: Mapping[str, float] | None = None,
     ) -> None:
         """Adopt a whole assignment at once (no pid twice; each list ascending unless
         the engine weighs lag). ``weighed`` gives a member's ``by_lag`` entries and total
@@ -287,6 +345,9 @@ class IncrementalAssignor:
             else:  # all weights are 0 and ``parts`` is ascending: already in order
                 by_lag = parts
             m = _Member(name, topics, tids, by_lag, lag)
+            if capacities is not None and capacities[name] != 1:
+                m.capacity = capacities[name]
+                self._weighted += 1
             self._total_lag += lag
             self._members[name] = m
             by_topics.setdefault(tids, []).append(name)
@@ -324,11 +385,16 @@ class IncrementalAssignor:
     def _reindex(self) -> None:
         """Rebuild the member-wide indexes from scratch: cheaper than many single updates."""
         members = self._members.values()
-        lags = list(map(_lag_of, members))
-        self._load = SortedList(
-            zip(map(len, map(_by_lag_of, members)), lags, self._members, strict=True)
-        )
-        self._by_lag = SortedList(zip(lags, self._members, strict=True))
+        if self._weighted:
+            self._load = SortedList(map(_Member.key, members))
+            self._by_lag = SortedList(zip(map(_Member.load, members), self._members, strict=True))
+            self._capacity_total = math.fsum(map(_capacity_of, members))
+        else:
+            lags = list(map(_lag_of, members))
+            gives = [2 * len(by_lag) - 1 for by_lag in map(_by_lag_of, members)]
+            self._load = SortedList(zip(gives, lags, self._members, strict=True))
+            self._by_lag = SortedList(zip(lags, self._members, strict=True))
+            self._capacity_total = len(self._members)
         self._gheap.clear()
         self._hheap = None
 
@@ -339,7 +405,7 @@ class IncrementalAssignor:
         lag_only = True
         for event in events:
             if isinstance(event, MemberJoined):
-                self._join(event.member, frozenset(event.topics), event.rack)
+                self._join(event.member, frozenset(event.topics), event.rack, event.capacity)
             elif isinstance(event, MemberLeft):
                 self._leave(event.member)
             elif isinstance(event, SubscriptionChanged):
@@ -394,6 +460,11 @@ class IncrementalAssignor:
     def rack_of(self, member: str) -> str | None:
         return self._racks.member.get(member)
 
+    def capacity_of(self, member: str) -> float | None:
+        """The member's capacity (1 when it declared none); None: not a member."""
+        m = self._members.get(member)
+        return None if m is None else m.capacity
+
     def adopt_racks(self, member_racks: MemberRacks, partition_racks: PartitionRacks) -> None:
         """Take racks as they already stand, moving nothing: a controller that recovers
         an assignment must not move it (invariant 3), and its predecessor aligned it
@@ -419,8 +490,8 @@ class IncrementalAssignor:
         """Largest member lag / mean member lag (1.0: even, or no lag), in O(1)."""
         if not self._members or self._total_lag <= 0:
             return 1.0
-        peak: int = self._by_lag[-1][0]
-        return peak * len(self._members) / self._total_lag
+        peak: float = self._by_lag[-1][0]
+        return peak * self._capacity_total / self._total_lag
 
     @property
     def partitions_per_topic(self) -> dict[str, int]:
@@ -435,18 +506,33 @@ class IncrementalAssignor:
 
     # ------------------------------------------------------------------ event handlers
 
-    def _join(self, name: str, topics: frozenset[str], rack: str | None = None) -> None:
+    def _join(
+        self,
+        name: str,
+        topics: frozenset[str],
+        rack: str | None = None,
+        capacity: float | None = None,
+    ) -> None:
+        where = f"MemberJoined({name!r})"
         if rack is not None:
-            check_rack(rack, f"MemberJoined({name!r})")
+            check_rack(rack, where)
+        weight = 1.0 if capacity is None else check_capacity(capacity, where)
         if name in self._members:
             self._resubscribe(name, topics)
+            m = self._members[name]
             if self._racks.set_member(name, rack):
-                self._rack_work.update(map(pid_of, self._members[name].by_lag))
+                self._rack_work.update(map(pid_of, m.by_lag))
+            if self._set_capacity(m, weight):
+                self._touched.add(name)
             return
         self._removed.discard(name)
         self._joined.add(name)
         self._racks.set_member(name, rack)
         m = _Member(name, topics, self._tids(topics))
+        if weight != 1:
+            m.capacity = weight
+            self._weighted += 1
+        self._capacity_total += m.capacity
         self._members[name] = m
         self._record_member(m)
         self._refine(m.tids)
@@ -467,12 +553,27 @@ class IncrementalAssignor:
             del self._owner[pid]
         self._orphans.update(pids)
         self._total_lag -= m.lag
+        self._capacity_total -= m.capacity
+        self._weighted -= m.capacity != 1
         for t in m.tids:
             self._subs[t].discard(name)
         del self._members[name]
         self._racks.drop_member(name)
         self._removed.add(name)
         self._touched.discard(name)
+
+    def _set_capacity(self, m: _Member, capacity: float | None) -> bool:
+        """Re-weigh a member in place; True when its capacity changed."""
+        weight = 1.0 if capacity is None else check_capacity(capacity, f"capacity of {m.name!r}")
+        if weight == m.capacity:
+            return False
+        self._record_member(m)
+        self._detach(m)
+        self._weighted += (weight != 1) - (m.capacity != 1)
+        self._capacity_total += weight - m.capacity
+        m.capacity = weight
+        self._attach(m)
+        return True
 
     def _resubscribe(self, name: str, topics: frozenset[str]) -> None:
         m = self._members.get(name)
@@ -669,31 +770,41 @@ class IncrementalAssignor:
     def _rebalance_in_bulk(self) -> None:
         """Identical subscriptions and a wide count spread (members joined, a fleet's
         second wave): the repair loop's outcome, decided at once. The fullest members
-        keep ``q + 1`` and every other member ``q``, so only the excess moves (KIP-54's
-        minimum); each donor gives excess spread evenly over its lag order, dealt
-        heaviest first to the receiver with the least lag. Indexes are updated once per
-        member instead of once per partition: 50 000 moves cost tens of milliseconds,
-        not seconds."""
+        keep ``q + 1`` and every other member ``q`` (with capacities: their Sainte-Laguë
+        counts, the larger ones at a tie to the members most over their share), so only
+        the excess moves (KIP-54's minimum); each donor gives excess spread evenly over
+        its lag order, dealt heaviest first to the receiver with the least lag. Indexes
+        are updated once per member instead of once per partition: 50 000 moves cost
+        tens of milliseconds, not seconds."""
         members = self._members
         load = self._load
         n = len(members)
-        if n < 2 or load[-1][0] - load[0][0] < _BULK_SPREAD:
+        # ``give`` is twice a count (over capacity), so this is a spread of _BULK_SPREAD.
+        if n < 2 or load[-1][0] - load[0][0] < 2 * _BULK_SPREAD:
             return
         # Identical subscriptions: every topic with subscribers has all members.
         if any(len(subs) != n for subs in self._subs.values() if subs):
             return
-        q, r = divmod(len(self._owner), n)
-        # The r larger quotas go to the fullest members (ties: name). Only members above
-        # q can give and only members below their quota receive: both are read from the
-        # ends of the load index, not found by sorting every member.
-        fullest = [members[k[2]] for k in takewhile(lambda k: k[0] > q, reversed(load))]
-        if len(fullest) >= r:
-            order = sorted(fullest, key=lambda m: (-m.count, m.name))
-            short = [members[k[2]] for k in takewhile(lambda k: k[0] < q, load)]
-        else:  # members holding q or less get a larger quota too: sort them all
-            order = sorted(members.values(), key=lambda m: (-m.count, m.name))
-            short = order
-        quota = {m.name: q + (i < r) for i, m in enumerate(order)}
+        total = len(self._owner)
+        if self._weighted:
+            share = total / self._capacity_total
+            order = sorted(members.values(), key=lambda m: (m.capacity * share - m.count, m.name))
+            counts = quotas(total, list(map(_capacity_of, order)))
+            quota = {m.name: c for m, c in zip(order, counts, strict=True)}
+            short, q = order, 0
+        else:
+            q, r = divmod(total, n)
+            # The r larger quotas go to the fullest members (ties: name). Only members
+            # above q can give and only members below their quota receive: both are read
+            # from the ends of the load index, not found by sorting every member.
+            fullest = [members[k[2]] for k in takewhile(lambda k: k[0] > 2 * q - 1, reversed(load))]
+            if len(fullest) >= r:
+                order = sorted(fullest, key=lambda m: (-m.count, m.name))
+                short = [members[k[2]] for k in takewhile(lambda k: k[0] < 2 * q - 1, load)]
+            else:  # members holding q or less get a larger quota too: sort them all
+                order = sorted(members.values(), key=lambda m: (-m.count, m.name))
+                short = order
+            quota = {m.name: q + (i < r) for i, m in enumerate(order)}
         gives: list[tuple[int, _Member]] = []
         for m in order:
             extra = m.count - quota[m.name]
@@ -707,7 +818,7 @@ class IncrementalAssignor:
             self._record_member(m)
             self._detach(m)
         need = {m.name: quota.get(m.name, q) - m.count for m in receivers}
-        room = [(m.lag, m.name) for m in receivers]
+        room = [(m.load(), m.name) for m in receivers]
         heapq.heapify(room)
         taken: dict[str, set[int]] = {}
         before, owner = self._before_owner, self._owner
@@ -724,7 +835,7 @@ class IncrementalAssignor:
             b.lag += weight
             need[name] -= 1
             if need[name]:
-                heapq.heappush(room, (b.lag, name))
+                heapq.heappush(room, (b.load(), name))
         for m in touched.values():
             gone = taken.get(m.name)
             if gone:
@@ -736,44 +847,46 @@ class IncrementalAssignor:
 
     def _violators(self) -> list[str]:
         """The repair worklist after a bulk load: every member that may be the short side
-        of a KIP-54 violation (2+ fewer partitions than the fullest member). Repairing
-        them reaches every violation; any found later involves a member the repair
-        itself changed."""
+        of a KIP-54 violation (one the fullest member could give to: 2+ fewer partitions
+        when no capacity is declared). Repairing them reaches every violation; any found
+        later involves a member the repair itself changed."""
         if not self._load:
             return []
-        limit = self._load[-1][0] - 2
-        return sorted(n for n, m in self._members.items() if len(m.by_lag) <= limit)
+        top = self._load[-1][0]
+        return sorted(n for n, m in self._members.items() if m.take_key()[0] < top)
 
     def _find_donor(self, b: _Member) -> _Member | None:
-        """The fullest member with 2+ more partitions than ``b`` holding one ``b`` may take.
+        """The fullest member that may give ``b`` a partition (2+ more partitions than
+        ``b`` when no capacity is declared) and holds one ``b`` may take.
 
         The fullest few members are tried first (with identical subscriptions the first
         always qualifies); past them, per-topic heaps of holders answer directly.
         """
-        need = b.count + 2
-        if not self._load or self._load[-1][0] < need:
+        limit = b.take_key()[0]
+        if not self._load or self._load[-1][0] <= limit:
             return None
-        for i, (count, _lag, name) in enumerate(reversed(self._load)):
-            if count < need:
+        for i, (score, _lag, name) in enumerate(reversed(self._load)):
+            if score <= limit:
                 return None
             a = self._members[name]
             if not b.tids.isdisjoint(a.holding()):
                 return a
             if i >= _DONOR_SCAN:
                 break
-        best: tuple[int, int, str] | None = None
+        best: Key | None = None
         for t in b.tids:
             top = self._max_holder(t)
-            if top is not None and -top[0] >= need and (best is None or top < best):
+            if top is not None and -top[0] > limit and (best is None or top < best):
                 best = top
         return None if best is None else self._members[best[2]]
 
-    def _max_holder(self, topic: int) -> tuple[int, int, str] | None:
+    def _max_holder(self, topic: int) -> Key | None:
         if self._hheap is None:
-            heaps: dict[int, list[tuple[int, int, str]]] = {}
+            heaps: dict[int, list[Key]] = {}
             for member in self._members.values():
                 for t in member.holding():
-                    heaps.setdefault(t, []).append((-member.count, -member.lag, member.name))
+                    key = member.key()
+                    heaps.setdefault(t, []).append((-key[0], -key[1], member.name))
             for built in heaps.values():
                 heapq.heapify(built)
             self._hheap = heaps
@@ -782,21 +895,25 @@ class IncrementalAssignor:
         while heap:
             c, lag, name = heap[0]
             m = self._members.get(name)
-            if m is not None and m.holding().get(topic) and m.count == -c and m.lag == -lag:
-                return heap[0]
+            if m is not None and m.holding().get(topic):
+                give, load, _ = m.key()
+                if give == -c and load == -lag:
+                    return heap[0]
             heapq.heappop(heap)
         return None
 
     def _receiver_for(self, a: _Member) -> _Member | None:
-        """A member with 2+ fewer partitions than ``a`` that could take one of ``a``'s."""
-        limit = a.count - 2
-        if limit < 0 or not self._load or self._load[0][0] > limit:
+        """A member ``a`` may give a partition to (2+ fewer partitions than ``a`` when no
+        capacity is declared) that could take one of ``a``'s."""
+        limit = a.key()[0]
+        # Without capacities the least ``take`` is the least ``give`` + 2: nobody qualifies.
+        if not self._load or (not self._weighted and self._load[0][0] + 2 >= limit):
             return None
         best: Key | None = None
         tgroup = self._tgroup
         for g in {tgroup[t] for t in a.holding()}:  # a topic group answers for its topics
             key = self._min_in_group(g)
-            if key is not None and key[0] <= limit and (best is None or key < best):
+            if key is not None and key[0] < limit and (best is None or key < best):
                 best = key
         return None if best is None else self._members[best[2]]
 
@@ -830,7 +947,8 @@ class IncrementalAssignor:
 
         Hysteresis: start only above ``trigger_ratio`` x the lower bound, then continue to
         ``target_ratio``. A fresh placement (``eager``) moves nothing that was owned, so it
-        searches on until no step improves.
+        searches on until no step improves. With capacities, lag is compared per unit
+        of capacity: a member twice as strong is meant to carry twice the lag.
         """
         policy = self.policy
         if budget <= 0 or len(self._members) < 2:
@@ -838,16 +956,17 @@ class IncrementalAssignor:
         spent = 0
         first = not eager
         while spent < budget:
-            top_lag, top_name = self._by_lag[-1]
+            top_load, top_name = self._by_lag[-1]
             a = self._members[top_name]
             entries = self._entries(a)
             heaviest = entries[-1] >> LAG_SHIFT if entries else 0
-            bound = max(self._total_lag / len(self._members), heaviest)
+            bound = max(self._total_lag / self._capacity_total, a.share(heaviest))
             ratio = 1.0 if eager else policy.trigger_ratio if first else policy.target_ratio
-            if top_lag <= max(policy.min_lag, ratio * bound):
+            if a.lag <= policy.min_lag or top_load <= ratio * bound:
                 return
             if first:
-                self._trigger = LagTrigger(top_name, top_lag, bound)
+                unit = bound if a.capacity == 1 else bound * a.capacity
+                self._trigger = LagTrigger(top_name, a.lag, unit)
             first = False
             step = self._best_lag_step(a, budget - spent)
             if step is None:
@@ -860,37 +979,39 @@ class IncrementalAssignor:
     def _best_lag_step(self, a: _Member, allowance: int) -> _LagStep | None:
         best: _LagStep | None = None
         tried = 0
-        for b_lag, b_name in self._by_lag:
-            if tried >= self.policy.candidates or b_lag >= a.lag:
+        a_load = a.load()
+        for b_load, b_name in self._by_lag:
+            if tried >= self.policy.candidates or b_load >= a_load:
                 break
             b = self._members[b_name]
             if b is a:
                 continue
             tried += 1
-            gap = a.lag - b.lag
-            if b.count == a.count - 1:
-                pid = self._pick(a, b, gap / 2)
+            # A move that keeps a and b balanced with each other: their counts trade
+            # places (without capacities, b holds one partition less than a).
+            if b.take_key()[0] <= a.key()[0]:
+                pid = self._pick(a, b, _even_share(a, b))
                 if pid is not None:
-                    w = self._plag.get(pid, 0)
-                    peak = max(a.lag - w, b.lag + w)
+                    peak = _peak(a, b, self._plag.get(pid, 0))
                     if best is None or peak < best[0]:
                         best = (peak, b, pid, None)
             if allowance >= 2:
                 swap = self._best_swap(a, b)
                 if swap is not None and (best is None or swap[0] < best[0]):
                     best = (swap[0], b, swap[1], swap[2])
-        if best is None or best[0] >= a.lag:
+        if best is None or best[0] >= a_load:
             return None
         return best
 
-    def _best_swap(self, a: _Member, b: _Member) -> tuple[int, int, int] | None:
-        """The exchange p (of a) <-> q (of b) with lag(p) - lag(q) nearest half the gap."""
-        gap = a.lag - b.lag
-        half = gap / 2
+    def _best_swap(self, a: _Member, b: _Member) -> tuple[float, int, int] | None:
+        """The exchange p (of a) <-> q (of b) with lag(p) - lag(q) nearest the share
+        that evens the two out (half the gap without capacities)."""
+        half = _even_share(a, b)
+        a_load = a.load()
         b_entries = self._entries(b)
         if not b_entries:
             return None
-        best: tuple[int, int, int] | None = None
+        best: tuple[float, int, int] | None = None
         a_tids, b_tids = a.tids, b.tids
         for e_p in self._entries(a)[-_SWAP_CANDIDATES:]:
             p = e_p & PID_MASK
@@ -904,9 +1025,9 @@ class IncrementalAssignor:
                     e_q = b_entries[k]
                     q = e_q & PID_MASK
                     d = w_p - (e_q >> LAG_SHIFT)
-                    if 0 < d < gap and q >> PART_BITS in a_tids:
-                        peak = max(a.lag - d, b.lag + d)
-                        if best is None or peak < best[0]:
+                    if d > 0 and q >> PART_BITS in a_tids:
+                        peak = _peak(a, b, d)
+                        if peak < a_load and (best is None or peak < best[0]):
                             best = (peak, p, q)
         return best
 
@@ -938,10 +1059,10 @@ class IncrementalAssignor:
         no swap helps. Only what the step moved or re-racked is looked at; misplaced
         partitions stay indexed, so a later step's misplaced partition finds them."""
         racks, owner, members, plag = self._racks, self._owner, self._members, self._plag
-        cap: float | None = None
+        cap: float | None = None  # per unit of capacity
         if self.lag_aware and self._by_lag:
             policy = self.policy
-            mean = self._total_lag / len(members)
+            mean = self._total_lag / self._capacity_total
             cap = max(self._by_lag[-1][0], math.floor(policy.target_ratio * mean), policy.min_lag)
         todo = sorted(pid for pid in candidates if racks.misplaced(owner.get(pid), pid))
         for p in todo:  # indexed first, so that two of them can pair up
@@ -963,7 +1084,7 @@ class IncrementalAssignor:
                     if cap is None:
                         return True
                     d = plag.get(q, 0) - w_p
-                    return a.lag + d <= cap and b.lag - d <= cap
+                    return a.share(a.lag + d) <= cap and b.share(b.lag - d) <= cap
 
                 q = racks.partner(a_name, p, owner.get, fits, self._pids_of)
                 if q is None:
@@ -1074,16 +1195,17 @@ class IncrementalAssignor:
 
     def _detach(self, m: _Member) -> None:
         self._load.remove(m.key())
-        self._by_lag.remove((m.lag, m.name))
+        self._by_lag.remove((m.load(), m.name))
 
     def _attach(self, m: _Member) -> None:
         key = m.key()
         self._load.add(key)
-        self._by_lag.add((m.lag, m.name))
+        self._by_lag.add((m.load(), m.name))
+        taker = m.take_key()
         for g in self._groups_of(m):
             heap = self._gheap.get(g)
             if heap is not None:
-                heapq.heappush(heap, key)
+                heapq.heappush(heap, taker)
                 if len(heap) > self._glimit[g]:
                     del self._gheap[g]  # mostly stale entries: rebuild on next need
         if self._hheap is not None:
@@ -1139,7 +1261,7 @@ class IncrementalAssignor:
         while heap:
             key = heap[0]
             m = members.get(key[2])
-            if m is not None and m.key() == key and g in self._groups_of(m):
+            if m is not None and m.take_key() == key and g in self._groups_of(m):
                 return key
             heapq.heappop(heap)
         return None
@@ -1158,7 +1280,7 @@ class IncrementalAssignor:
         key is made once, not once per group it belongs to."""
         heaps: dict[int, list[Key]] = {g: [] for g in self._gtopics if g not in self._gheap}
         for m in self._members.values():
-            key = m.key()
+            key = m.take_key()
             for g in self._groups_of(m):
                 if g in heaps:
                     heaps[g].append(key)
@@ -1235,6 +1357,8 @@ class _Start:
     uniform: bool
     #: Validated racks, when any member declares one.
     racks: Racks | None = None
+    #: Every member's capacity, when they are not all equal.
+    capacities: dict[str, float] | None = None
 
     @classmethod
     def of(  # noqa: PLR0917 -- from_snapshot's arguments, in its order
@@ -1246,6 +1370,7 @@ class _Start:
         lag_aware: bool,
         member_racks: MemberRacks | None = None,
         partition_racks: PartitionRacks | None = None,
+        member_capacities: MemberCapacities | None = None,
     ) -> _Start:
         spec = build_spec(partitions_per_topic, subscriptions)
         racks = None
@@ -1259,7 +1384,10 @@ class _Start:
             check_lag(lag)
         claims = ids.claims(spec, current)
         plag = dict(zip(*readings, strict=True))
-        return cls(spec, ids, plag, readings, lag_aware, claims, spec.is_uniform(), racks)
+        capacities = build_capacities(spec, member_capacities)
+        return cls(
+            spec, ids, plag, readings, lag_aware, claims, spec.is_uniform(), racks, capacities
+        )
 
     @property
     def fresh(self) -> bool:
@@ -1277,8 +1405,9 @@ class _Start:
 
     @property
     def final(self) -> bool:
-        """A fresh uniform deal is count-balanced by construction; without lag it is done."""
-        return self.fresh and self.uniform and not self.weighted
+        """A fresh uniform deal is count-balanced by construction; without lag (and
+        capacities, which the plain deal ignores) it is done."""
+        return self.fresh and self.uniform and not self.weighted and self.capacities is None
 
     def partitions(self) -> list[TopicPartition]:
         """Every subscribed partition, topic after topic (the order of ``every()``)."""
@@ -1331,6 +1460,11 @@ class _Start:
             return self.claims.by_member(), None
         effective = self.plag if self.lag_aware else None
         counts = spec.partitions_per_topic
+        if self.capacities is not None:
+            if not self.uniform:  # each partition placed by the engine's own rule
+                return {}, None
+            every = list(chain.from_iterable(ids.span(t, counts[t]) for t in spec.topics))
+            return deal_by_capacity(spec.members, self.capacities, every, effective), None
         if not self.uniform:
             placed = greedy_place_of(spec, lambda t: ids.span(t, counts[t]), effective)
             return placed, None
@@ -1420,7 +1554,9 @@ class _Start:
             eng._bulk_load(spec.members, spec.topics_of, initial)
             eng._adopt_racks(self.racks, every[misplaced].tolist(), align=False)
         else:
-            eng._bulk_load(spec.members, spec.topics_of, *self.initial())
+            eng._bulk_load(
+                spec.members, spec.topics_of, *self.initial(), capacities=self.capacities
+            )
             if self.racks is not None:
                 eng._adopt_racks(self.racks, self.misplaced(eng._owner), align=True)
         budget = 4 * len(spec.members) + 64 if self.fresh else policy.max_moves

@@ -16,6 +16,9 @@ class MemberJoined:
     #: The member's ``client.rack``; a member joining again with another rack (or none)
     #: moves to it.
     rack: str | None = None
+    #: The member's capacity weight (None: 1); balance gives it partitions and lag in
+    #: proportion. Joining again with another capacity re-weighs the member.
+    capacity: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

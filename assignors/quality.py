@@ -1,5 +1,5 @@
-"""How good an assignment is: validity, KIP-54 balance, movement, lag skew, cross-rack
-fetches (KIP-881)."""
+"""How good an assignment is: validity, KIP-54 balance (proportional to capacity when
+members declare one), movement, lag skew, cross-rack fetches (KIP-881)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from itertools import accumulate, chain, compress, repeat
 from operator import contains, itemgetter, lt, ne, sub
 from typing import NamedTuple
 
+from .capacity import MemberCapacities, build_capacities, give, take
 from .racks import MemberRacks, PartitionRacks, build_racks, cross_rack
 from .spec import GroupSpec, build_spec
 from .types import (
@@ -35,6 +36,9 @@ class Quality(NamedTuple):
     lag_skew: float
     #: Partitions on a member whose rack holds none of their replicas (0 without racks).
     cross_rack: int = 0
+    #: With capacities: the largest distance, in partitions, between a member's count and
+    #: its exact share (total x capacity / total capacity). 0.0 without capacities.
+    share_error: float = 0.0
 
 
 def problems(
@@ -126,31 +130,52 @@ def _flatten(
     return owners, list(chain.from_iterable(lists))
 
 
-def is_balanced(assignment: Held, subscriptions: Subscriptions) -> bool:
+def is_balanced(
+    assignment: Held,
+    subscriptions: Subscriptions,
+    capacities: Mapping[str, float] | None = None,
+) -> bool:
     """KIP-54: counts differ by at most one, or no member with 2+ more partitions than
-    another holds a partition that other member could take."""
-    return not imbalances(assignment, subscriptions)
+    another holds a partition that other member could take. With ``capacities``, "2+
+    more" is ``capacity.py``'s rule (a move that would bring both nearer their shares)."""
+    return not imbalances(assignment, subscriptions, capacities)
 
 
-def imbalances(assignment: Held, subscriptions: Subscriptions) -> list[tuple[str, str, str]]:
-    """(bigger member, smaller member, topic) triples that violate KIP-54 balance."""
+def imbalances(
+    assignment: Held,
+    subscriptions: Subscriptions,
+    capacities: Mapping[str, float] | None = None,
+) -> list[tuple[str, str, str]]:
+    """(bigger member, smaller member, topic) triples that violate (capacity-relative)
+    KIP-54 balance."""
     counts = {m: len(assignment.get(m, ())) for m in subscriptions}
-    if not counts or max(counts.values()) - min(counts.values()) <= 1:
+    if not counts or (not capacities and max(counts.values()) - min(counts.values()) <= 1):
         return []
-    least: dict[str, tuple[int, str]] = {}
+    weight = (capacities or {}).get
+    least: dict[str, tuple[float, str]] = {}
     for member in sorted(subscriptions):
         for topic in subscriptions[member]:
-            cand = (counts[member], member)
+            cand = (take(counts[member], weight(member, 1.0)), member)
             if topic not in least or cand < least[topic]:
                 least[topic] = cand
     out: list[tuple[str, str, str]] = []
     for member in sorted(assignment):
         if member not in counts:
             continue
+        gives = give(counts[member], weight(member, 1.0))
         for topic in sorted(set(map(_topic, assignment[member]))):
-            if topic in least and counts[member] >= least[topic][0] + 2:
+            if topic in least and gives > least[topic][0]:
                 out.append((member, least[topic][1], topic))
     return out
+
+
+def share_error(counts: Mapping[str, int], capacities: Mapping[str, float]) -> float:
+    """The largest distance between a member's count and its exact share of the total."""
+    total_capacity = sum(capacities.get(m, 1.0) for m in counts)
+    if not counts or not total_capacity:
+        return 0.0
+    per_unit = sum(counts.values()) / total_capacity
+    return max(abs(c - per_unit * capacities.get(m, 1.0)) for m, c in counts.items())
 
 
 def movement(before: Held, after: Held, subscriptions: Subscriptions | None = None) -> int:
@@ -211,9 +236,16 @@ def lag_skew(assignment: Held, lag: LagMap | None) -> float:
     return _skew(member_lag(assignment, lag))
 
 
-def _skew(totals: Mapping[str, int]) -> float:
+def _skew(totals: Mapping[str, int], capacities: Mapping[str, float] | None = None) -> float:
+    """With capacities, lag per unit of capacity: a member twice as strong is meant to
+    carry twice the lag."""
     if not totals:
         return 1.0
+    if capacities:
+        weight = capacities.get
+        mean = sum(totals.values()) / sum(weight(m, 1.0) for m in totals)
+        peak = max(lag / weight(m, 1.0) for m, lag in totals.items())
+        return peak / mean if mean > 0 else 1.0
     mean = sum(totals.values()) / len(totals)
     return max(totals.values()) / mean if mean > 0 else 1.0
 
@@ -227,7 +259,10 @@ def evaluate(
     lag: LagMap | None = None,
     member_racks: MemberRacks | None = None,
     partition_racks: PartitionRacks | None = None,
+    member_capacities: MemberCapacities | None = None,
 ) -> Quality:
+    """With ``member_capacities``, balance is capacity-relative and ``share_error`` says
+    how far the worst member is from its exact share."""
     spec = build_spec(partitions_per_topic, subscriptions)
     held = _as_partitions(assignment)
     flat = _Flat.of(held)
@@ -235,14 +270,18 @@ def evaluate(
     spread = (max(counts) - min(counts)) if counts else 0
     totals = _member_lag(held, flat.parts, lag)
     racks = build_racks(spec, member_racks, partition_racks) if member_racks else None
+    caps = build_capacities(spec, member_capacities)
     return Quality(
         valid=_valid_in_bulk(held, flat, spec) or not _named_problems(held, spec),
-        balanced=spread <= 1 or is_balanced(assignment, subscriptions),
+        balanced=(spread <= 1 and caps is None) or is_balanced(assignment, subscriptions, caps),
         count_spread=spread,
         moved=_moved(_as_partitions(before), held, flat.owner, subscriptions) if before else 0,
         max_member_lag=max(totals.values(), default=0),
-        lag_skew=_skew(totals),
+        lag_skew=_skew(totals, caps),
         cross_rack=cross_rack(held, racks) if racks else 0,
+        share_error=share_error(dict(zip(subscriptions, counts, strict=True)), caps)
+        if caps
+        else 0.0,
     )
 
 

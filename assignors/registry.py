@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .capacity import MemberCapacities, build_capacities
 from .classic import range_assign, roundrobin_assign
 from .engine import IncrementalAssignor
 from .lagbased import lag_assign
@@ -38,6 +39,7 @@ def assign(
     lag: LagMap | None = None,
     member_racks: MemberRacks | None = None,
     partition_racks: PartitionRacks | None = None,
+    member_capacities: MemberCapacities | None = None,
 ) -> Assignment:
     """Assign every partition of every subscribed topic to exactly one subscriber.
 
@@ -49,6 +51,10 @@ def assign(
     racks of its replicas}``) make ``range``, ``sticky`` and ``lagsticky`` rack aware
     (KIP-881): members are matched with replica racks where that costs no balance (and,
     for ``lagsticky``, not the lag target). The other strategies validate and ignore them.
+
+    ``member_capacities`` (``{member: weight}``, default 1) makes ``sticky`` and
+    ``lagsticky`` balance partitions, and lag, in proportion to each member's weight
+    (``capacity.py``); the other strategies validate and ignore it.
     """
     if strategy not in STRATEGIES:
         raise ValueError(
@@ -57,6 +63,7 @@ def assign(
     if strategy == "lag" or strategy in _COUNT_ONLY:
         spec = build_spec(partitions_per_topic, subscriptions)
         racks = build_racks(spec, member_racks, partition_racks)
+        build_capacities(spec, member_capacities)
         if strategy == "lag":
             return lag_assign(spec, normalize_lag(lag))
         if lag:
@@ -72,4 +79,5 @@ def assign(
         lag_aware=strategy == "lagsticky",
         member_racks=member_racks,
         partition_racks=partition_racks,
+        member_capacities=member_capacities,
     )

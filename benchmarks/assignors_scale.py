@@ -44,6 +44,8 @@ class Scenario:
     #: Availability zones: members spread over them, two replicas of each partition on
     #: two of them (Kafka's rack tests' layout). 0: no racks.
     zones: int = 0
+    #: Mixed pod sizes: member capacities cycle over these (empty: none declared).
+    capacities: tuple[float, ...] = ()
 
 
 SCENARIOS = (
@@ -58,17 +60,34 @@ SCENARIOS = (
     # the peer's driver passes no racks.
     Scenario("identical 10k x 100k, 3 zones", 10_000, 100_000, 10, False, (), zones=3),
     Scenario("mixed 10k x 100k, 100 topics, 3 zones", 10_000, 100_000, 100, True, (), zones=3),
+    # Kafka has no capacities: its figures are the plain "identical 10k x 100k" rows.
+    Scenario(
+        "identical 10k x 100k, capacities 1/2/4",
+        10_000,
+        100_000,
+        10,
+        False,
+        (),
+        capacities=(1, 2, 4),
+    ),
 )
 QUICK = (
     Scenario("identical 1k x 10k", 1_000, 10_000, 10, False, ("kafka-uniform", "kafka-sticky")),
     Scenario("mixed 500 x 5k, 20 topics", 500, 5_000, 20, True, ("kafka-uniform", "kafka-sticky")),
     Scenario("identical 1k x 10k, 3 zones", 1_000, 10_000, 10, False, (), zones=3),
+    Scenario(
+        "identical 1k x 10k, capacities 1/2/4", 1_000, 10_000, 10, False, (), capacities=(1, 2, 4)
+    ),
 )
 
 
 def racks(s: Scenario, ppt: Mapping[str, int], members: list[str]) -> dict[str, Any]:
     """``member_racks`` and ``partition_racks`` keyword arguments for ``s`` (none without
-    zones). Replicas of partition p sit in zones p and p + 1 (mod zones)."""
+    zones; ``member_capacities`` with capacities). Replicas of partition p sit in zones p
+    and p + 1 (mod zones)."""
+    if s.capacities:
+        sizes = s.capacities
+        return {"member_capacities": {m: sizes[i % len(sizes)] for i, m in enumerate(members)}}
     if not s.zones:
         return {}
     zone = [f"az-{z}" for z in range(s.zones)]
@@ -168,11 +187,13 @@ def ballast(s: Scenario, repeat: int) -> list[dict[str, Any]]:
 
 
 def _without(placed: dict[str, Any], member: str) -> dict[str, Any]:
-    if not placed:
-        return placed
-    return {**placed, "member_racks": {
-        m: r for m, r in placed["member_racks"].items() if m != member
-    }}  # fmt: skip
+    """``placed`` without ``member``'s rack or capacity."""
+    return {
+        key: {m: v for m, v in per_member.items() if m != member}
+        if key.startswith("member_")
+        else per_member
+        for key, per_member in placed.items()
+    }
 
 
 def _cross(
@@ -181,10 +202,14 @@ def _cross(
     subs: Mapping[str, list[str]],
     result: Mapping[str, list[TopicPartition]],
 ) -> dict[str, Any]:
-    """The result's cross-rack count, as a row's extra column (nothing without racks)."""
+    """The result's cross-rack count, or its distance from the capacity shares, as a
+    row's extra column (nothing without racks or capacities)."""
     if not placed:
         return {}
-    return {"cross_rack": evaluate(result, ppt, subs, **placed).cross_rack}
+    q = evaluate(result, ppt, subs, **placed)
+    if "member_capacities" in placed:
+        return {"share_error": round(q.share_error, 3), "balanced": q.balanced}
+    return {"cross_rack": q.cross_rack}
 
 
 def floor(
@@ -230,6 +255,7 @@ def engine_events(
     gc.freeze()
     eng, _ = IncrementalAssignor.from_snapshot(ppt, subs, lag=lag, **placed)
     rack_of = placed.get("member_racks", {})
+    capacity_of = placed.get("member_capacities", {})
     leave_t, join_t = [], []
     first = 0.0
     for i, v in enumerate(victims):
@@ -238,7 +264,8 @@ def engine_events(
             first = ms
         if i >= 10:
             leave_t.append(ms)
-        _, ms = _ms(lambda: eng.apply([MemberJoined(v, frozenset(subs[v]), rack_of.get(v))]))  # noqa: B023
+        back = MemberJoined(v, frozenset(subs[v]), rack_of.get(v), capacity_of.get(v))
+        _, ms = _ms(lambda: eng.apply([back]))  # noqa: B023
         if i >= 10:
             join_t.append(ms)
     rng = random.Random(5)
@@ -248,7 +275,7 @@ def engine_events(
     for _ in range(5):
         update = {tp: rng.randint(0, 5_000) for tp in rng.sample(keys, readings)}
         lag_t.append(_ms(lambda: eng.apply([LagUpdated(update)]))[1])  # noqa: B023
-    cross = {"cross_rack": eng.cross_rack()} if placed else {}
+    cross = {"cross_rack": eng.cross_rack()} if rack_of else {}
     return [
         _row(s, "leave", "engine", leave_t, first_after_build_ms=round(first, 3)),
         _row(s, "join", "engine", join_t, **cross),

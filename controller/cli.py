@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from assignors import STRATEGIES, TopicPartition, assign
+from assignors.capacity import check_capacity
 from assignors.quality import evaluate, member_lag
 from assignors.racks import check_rack
 from controller import logs
@@ -38,15 +39,17 @@ def _cmd_assign(args: argparse.Namespace) -> int:
     lag = scenario.lag_map()
     ppt, subs = scenario.partitions_per_topic, scenario.subscriptions
     m_racks, p_racks = scenario.member_racks, scenario.partition_rack_map()
+    caps = scenario.member_capacities
     started = time.perf_counter()
     result = assign(
         args.strategy, ppt, subs, current=current, lag=lag, member_racks=m_racks,
-        partition_racks=p_racks,
+        partition_racks=p_racks, member_capacities=caps,
     )  # fmt: skip
     elapsed = time.perf_counter() - started
     quality = evaluate(
-        result, ppt, subs, before=current, lag=lag, member_racks=m_racks, partition_racks=p_racks
-    )
+        result, ppt, subs, before=current, lag=lag, member_racks=m_racks,
+        partition_racks=p_racks, member_capacities=caps,
+    )  # fmt: skip
     # The previous assignment's cross-rack count, to read beside the new one.
     before = (
         evaluate(current, ppt, subs, member_racks=m_racks, partition_racks=p_racks).cross_rack
@@ -84,6 +87,8 @@ def _cmd_assign(args: argparse.Namespace) -> int:
         if current and before is not None:
             line += f" (before {_fraction(before, _held(current))})"
         print(line)
+    if caps:
+        print(f"share_error={quality.share_error:.2f} partitions (largest distance from a share)")
     return 0
 
 
@@ -195,9 +200,21 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             presence=args.presence,
             delay=args.delay,
             rack=args.rack,
+            capacity=args.capacity,
         )
     )
     return 0
+
+
+def _capacity(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--capacity: expected a number, got {value!r}") from None
+    try:
+        return check_capacity(number, "--capacity")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _rack(value: str) -> str:
@@ -431,6 +448,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--delay", type=float, default=0.0, help="seconds of simulated work per batch")
     p.add_argument("--rack", type=_rack, help="its client.rack (availability zone), if any")
+    p.add_argument(
+        "--capacity",
+        type=_capacity,
+        help="its capacity weight (default 1): 2 takes a share twice as large",
+    )
     p.set_defaults(func=_cmd_worker)
 
     p = sub.add_parser("audit", help="check the invariants against the assignments topic's history")

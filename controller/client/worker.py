@@ -38,6 +38,7 @@ async def run_worker(
     presence: Literal["mqtt", "kafka"],
     delay: float,
     rack: str | None = None,
+    capacity: float | None = None,
 ) -> None:
     logs.configure("info", "json")
     stop = asyncio.Event()
@@ -61,6 +62,7 @@ async def run_worker(
         auto_offset_reset="earliest",
         report_lag=True,
         rack=rack,
+        capacity=capacity,
         on_partitions_assigned=lambda tps: note("granted", tps),
         on_partitions_revoked=lambda tps: note("revoked", tps),
     )

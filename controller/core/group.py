@@ -32,7 +32,17 @@ from controller.core.handoff import Plan, Reconciler, Tags
 from controller.wire.fencing import Order
 from controller.wire.records import Assignment, Presence
 
-REASONS = ("join", "leave", "subscription", "lag", "partitions", "racks", "drain", "forced")
+REASONS = (
+    "join",
+    "leave",
+    "subscription",
+    "lag",
+    "partitions",
+    "racks",
+    "capacity",
+    "drain",
+    "forced",
+)
 _NO_RACKS: frozenset[str] = frozenset()
 
 
@@ -100,6 +110,17 @@ class _Readings(NamedTuple):
 
     items: Iterator[tuple[TopicPartition, int | None]]
     left: int
+
+
+class _Declared(NamedTuple):
+    """What a member declares about itself beside its topics."""
+
+    rack: str | None
+    capacity: float
+
+
+def _weight(capacity: float | None) -> float:
+    return 1.0 if capacity is None else capacity
 
 
 class RejectedError(ValueError):
@@ -186,7 +207,11 @@ class GroupState:
         partitions_per_topic: Mapping[str, int],
         recovered: Recovered | None = None,
         now: float = 0.0,
+        *,
+        capacities: Mapping[str, float | None] | None = None,
     ) -> None:
+        """``capacities``: what recovered members declare, from the presence heard so
+        far; the predecessor balanced with them, so the rebuild keeps its assignment."""
         self.name = name
         self.tuning = tuning
         #: Sees every engine input as it is queued (``ballast run --record``).
@@ -196,7 +221,11 @@ class GroupState:
         # A restart moves nothing: rebuild from what was granted, without lag. Only
         # partitions that were mid-handoff (granted to nobody) get a target here.
         self.engine, start = IncrementalAssignor.from_snapshot(
-            partitions_per_topic, topics, current=granted, policy=tuning.policy
+            partitions_per_topic,
+            topics,
+            current=granted,
+            policy=tuning.policy,
+            member_capacities={m: c for m, c in (capacities or {}).items() if m in topics},
         )
         self.engine.intern_partitions()
         self.reconciler = Reconciler(
@@ -239,8 +268,8 @@ class GroupState:
         self._lag_since: float | None = None
         self._pending: list[Event] = []
         self._coalesced: dict[str, frozenset[str] | None] = {}
-        #: A member's rack as it will be once the queued events are applied.
-        self._rack_queued: dict[str, str | None] = {}
+        #: A member's rack and capacity as they will be once the queued events are applied.
+        self._declared_queued: dict[str, _Declared] = {}
         #: Replica racks last read from topic metadata (partitions with none are absent).
         self.replica_racks: dict[TopicPartition, frozenset[str]] = {}
         self._reasons: set[str] = set()
@@ -286,11 +315,13 @@ class GroupState:
         if p.member in self.drained:
             self.reconciler.ack(p.member, p.generation)
             return
+        declared = _Declared(p.rack, _weight(p.capacity))
         if known is None:
-            self._enqueue(MemberJoined(p.member, topics, p.rack), "join", now)
-        elif self._rack(p.member) != p.rack:
-            # Joining again moves a member to its new rack (and to its topics).
-            self._enqueue(MemberJoined(p.member, topics, p.rack), "racks", now)
+            self._enqueue(MemberJoined(p.member, topics, p.rack, p.capacity), "join", now)
+        elif (was := self._declared(p.member)) != declared:
+            # Joining again moves a member to its new rack and capacity (and its topics).
+            reason = "racks" if was.rack != declared.rack else "capacity"
+            self._enqueue(MemberJoined(p.member, topics, p.rack, p.capacity), reason, now)
         elif known != topics:
             self._enqueue(SubscriptionChanged(p.member, topics), "subscription", now)
         self.reconciler.ack(p.member, p.generation)
@@ -313,7 +344,8 @@ class GroupState:
         self.drained.discard(member)
         p = self.presence.get(member)
         if p is not None:
-            self._enqueue(MemberJoined(member, frozenset(p.topics), p.rack), "join", now)
+            event = MemberJoined(member, frozenset(p.topics), p.rack, p.capacity)
+            self._enqueue(event, "join", now)
         return True
 
     def force_rebalance(self, now: float) -> None:
@@ -492,7 +524,7 @@ class GroupState:
                 rebalance = None  # a lag reading that moved nothing is not a rebalance
             self._pending, self._reasons, self._due, self._first_event = [], set(), None, None
             self._coalesced = {}
-            self._rack_queued = {}
+            self._declared_queued = {}
         started = time.perf_counter()
         plan = self.reconciler.plan(now)
         self.plan_seconds = time.perf_counter() - started
@@ -517,10 +549,10 @@ class GroupState:
     def _known(self, member: str) -> bool:
         return self._subscription(member) is not None
 
-    def _rack(self, member: str) -> str | None:
-        if member in self._rack_queued:
-            return self._rack_queued[member]
-        return self.engine.rack_of(member)
+    def _declared(self, member: str) -> _Declared:
+        if member in self._declared_queued:
+            return self._declared_queued[member]
+        return _Declared(self.engine.rack_of(member), _weight(self.engine.capacity_of(member)))
 
     def _subscription(self, member: str) -> frozenset[str] | None:
         """The member's topics as they will be once the coalesced events are applied."""
@@ -535,10 +567,10 @@ class GroupState:
         if isinstance(event, MemberJoined | SubscriptionChanged):
             self._coalesced[event.member] = frozenset(event.topics)
             if isinstance(event, MemberJoined):
-                self._rack_queued[event.member] = event.rack
+                self._declared_queued[event.member] = _Declared(event.rack, _weight(event.capacity))
         elif isinstance(event, MemberLeft):
             self._coalesced[event.member] = None
-            self._rack_queued[event.member] = None
+            self._declared_queued[event.member] = _Declared(None, 1.0)
         self._reasons.add(reason)
         if self._first_event is None:
             self._first_event = now

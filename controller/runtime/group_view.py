@@ -73,6 +73,7 @@ def group_view(g: ManagedGroup, partitions: bool = False) -> dict[str, object]:
             else [],
             "lag": member_lag.get(member, 0),
             "rack": p.rack if p else None,
+            "capacity": engine.capacity_of(member) or (p.capacity if p and p.capacity else 1.0),
         }
     counts = [len(v) for v in granted.values()]
     rows = {}

@@ -205,8 +205,9 @@ class Ownership:
         meta = await self._state.readers[name].topic_metadata(topics)
         now = time.monotonic()
         tuning = self.cfg.rebalance.tuning(self.cfg.lag)
-        state = GroupState(name, tuning, meta.counts, recovered, now)
         heard = self._state.heard.get(name, {})
+        capacities = {m: p.capacity for m, p in heard.items()}
+        state = GroupState(name, tuning, meta.counts, recovered, now, capacities=capacities)
         state.adopt_racks({m: p.rack for m, p in heard.items()}, meta.racks)
         for p in heard.values():
             with contextlib.suppress(RejectedError):

@@ -188,6 +188,11 @@ def _group_state(g: Mapping[str, Any]) -> str:
     return "settled" if g.get("settled") else "rebalancing"
 
 
+def _capacity(value: object) -> str:
+    """A capacity as declared (1 when none was): 2, not 2.0."""
+    return f"{value:g}" if isinstance(value, int | float) else "1"
+
+
 def render_describe(view: Mapping[str, Any], partitions: bool = False) -> str:
     members: Mapping[str, Mapping[str, Any]] = view["members"]
     q = view["quality"]
@@ -209,13 +214,14 @@ def render_describe(view: Mapping[str, Any], partitions: bool = False) -> str:
             m["applied_generation"],
             _ago(m.get("last_heard_seconds_ago")),
             m.get("rack"),
+            _capacity(m.get("capacity")),
             ",".join(m["topics"]),
         )
         for member, m in members.items()
     ]
     headers = (
         "MEMBER", "STATE", "PARTITIONS", "TARGET", "LAG", "APPLIED-GEN", "LAST-ACK", "RACK",
-        "TOPICS",
+        "CAPACITY", "TOPICS",
     )  # fmt: skip
     lines.append(table(headers, rows) if rows else "no members")
     revoking = view.get("revoking") or []

@@ -7,11 +7,13 @@
   "current": {"c0": [["orders", 0], ["orders", 1]]},
   "lag": {"orders": {"0": 1200, "5": 40}},
   "member_racks": {"c0": "az-a", "c1": "az-b"},
-  "partition_racks": {"orders": {"0": ["az-a", "az-b"], "1": ["az-b", "az-c"]}}
+  "partition_racks": {"orders": {"0": ["az-a", "az-b"], "1": ["az-b", "az-c"]}},
+  "member_capacities": {"c0": 2}
 }
 
 ``member_racks`` is each member's ``client.rack``; ``partition_racks`` the racks of each
-partition's replicas (KIP-881).
+partition's replicas (KIP-881); ``member_capacities`` each member's capacity weight
+(default 1).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from assignors import TopicPartition
 from controller.errors import InputError
-from controller.wire.records import Rack
+from controller.wire.records import Capacity, Rack
 
 NonNegative = Annotated[int, Field(ge=0, strict=True)]
 #: JSON object keys are strings; a partition number used as a key is parsed from one.
@@ -43,12 +45,14 @@ class Scenario(BaseModel):
     lag: dict[TopicName, dict[PartitionKey, NonNegative]] | None = None
     member_racks: dict[str, Rack | None] | None = None
     partition_racks: dict[TopicName, dict[PartitionKey, list[Rack]]] | None = None
+    member_capacities: dict[str, Capacity | None] | None = None
 
     @model_validator(mode="after")
-    def _racks_name_members(self) -> Scenario:
-        for member in self.member_racks or {}:
-            if member not in self.subscriptions:
-                raise ValueError(f"member_racks names {member!r}, which has no subscription")
+    def _name_members(self) -> Scenario:
+        for field in ("member_racks", "member_capacities"):
+            for member in getattr(self, field) or {}:
+                if member not in self.subscriptions:
+                    raise ValueError(f"{field} names {member!r}, which has no subscription")
         return self
 
     def partition_rack_map(self) -> dict[TopicPartition, list[str]] | None:

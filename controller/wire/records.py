@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from assignors import TopicPartition
+from assignors.capacity import MAX_CAPACITY
 from assignors.racks import check_rack
 
 SCHEMA_VERSION: Literal[1] = 1
@@ -41,6 +42,9 @@ Rack = Annotated[
     Field(min_length=1, max_length=255, pattern=r"^\S+$"),
     AfterValidator(lambda rack: check_rack(rack, "rack")),
 ]
+
+#: A member's capacity weight (``assignors.capacity``): balance is proportional to it.
+Capacity = Annotated[float, Field(gt=0, le=MAX_CAPACITY, allow_inf_nan=False)]
 
 
 class DecodeError(ValueError):
@@ -79,7 +83,7 @@ class Presence(_Record):
     #: ``leaving`` right before a clean leave: reassign at once, no leave_grace.
     state: Literal["active", "leaving"] = "active"
     rack: Rack | None = None
-    capacity: Annotated[float, Field(gt=0, le=1_000_000)] | None = None
+    capacity: Capacity | None = None
     #: Generation of the last assignment record this member applied (-1: none yet).
     generation: Annotated[int, Field(ge=-1, strict=True)] = -1
     partitions: list[Partition] = Field(default_factory=list, max_length=1_000_000)

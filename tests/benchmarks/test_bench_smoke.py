@@ -99,3 +99,13 @@ def test_the_closed_loop_benchmark_sees_the_controller_match_the_broker() -> Non
     assert isinstance(lag, int)
     assert records > 0
     assert lag > 0
+
+
+def test_scale_rows_with_capacities_are_balanced_by_capacity() -> None:
+    """The capacity scenarios run every path with capacities 1, 2 and 4, and the fresh
+    results are within half a partition of each member's share."""
+    s = assignors_scale.Scenario("tiny, capacities", 30, 300, 3, False, (), capacities=(1, 2, 4))
+    rows = assignors_scale.ballast(s, repeat=2)
+    reported = [r for r in rows if "share_error" in r]
+    assert {r["impl"] for r in reported} == {"assign sticky", "assign lagsticky"}
+    assert all(r["balanced"] and r["share_error"] <= 0.5 for r in reported)

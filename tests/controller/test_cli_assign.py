@@ -141,3 +141,60 @@ def test_a_worker_rack_is_checked_as_the_controller_checks_it(
         main([*args, "--topic", "t", "--out", "/dev/null", "--rack", "zone a"])
     assert exc.value.code == 2
     assert "--rack: rack 'zone a' contains whitespace" in capsys.readouterr().err
+
+
+def test_capacities_give_each_member_its_share(capsys: pytest.CaptureFixture[str]) -> None:
+    """Pods of sizes 1, 1, 2 and 4 share 16 partitions 2, 2, 4 and 8; only what the new
+    shares ask for moves (the three old pods held 6, 5 and 5)."""
+    scenario = next(p for p in EXAMPLES if "capacity" in p.name)
+    assert main(["assign", "--strategy", "sticky", "--scenario", str(scenario), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {m: len(v) for m, v in out["assignment"].items()} == {
+        "c0": 2,
+        "c1": 2,
+        "c2": 4,
+        "c3": 8,
+    }
+    assert out["quality"]["balanced"] is True
+    assert out["quality"]["share_error"] == 0.0
+    assert out["quality"]["moved"] == 8
+    assert main(["assign", "--strategy", "sticky", "--scenario", str(scenario)]) == 0
+    assert "share_error=0.00 partitions" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("capacities", "message"),
+    [
+        ({"c9": 2}, "member_capacities names 'c9', which has no subscription"),
+        ({"c0": 0}, "greater than 0"),
+        ({"c0": "lots"}, "valid number"),
+    ],
+)
+def test_bad_capacities_in_a_scenario_are_named(
+    tmp_path: Path, capacities: dict[str, object], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = tmp_path / "s.json"
+    scenario.write_text(
+        json.dumps(
+            {
+                "partitions_per_topic": {"orders": 4},
+                "subscriptions": {"c0": ["orders"], "c1": ["orders"]},
+                "member_capacities": capacities,
+            }
+        )
+    )
+    assert main(["assign", "--scenario", str(scenario)]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "member_capacities" in err
+
+
+def test_a_worker_capacity_is_checked_as_the_controller_checks_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["worker", "--bootstrap", "127.0.0.1:1", "--group", "g", "--member", "m"]
+    for bad, said in (("0", "capacity must be > 0"), ("many", "expected a number, got 'many'")):
+        with pytest.raises(SystemExit) as exc:
+            main([*args, "--topic", "t", "--out", "/dev/null", "--capacity", bad])
+        assert exc.value.code == 2
+        assert f"--capacity: {said}" in capsys.readouterr().err

@@ -10,10 +10,10 @@ import random
 import pytest
 
 from assignors import TopicPartition
-from controller.core.group import GroupState, Recovered
+from controller.core.group import GroupState
 from controller.wire.records import DecodeError, Presence, decode
 
-from .test_group_state import TUNING, Consumer, Sim
+from .test_group_state import TUNING, Consumer, Sim, assert_recovery_moves_nothing
 
 RACKS = ("a", "b", "c")
 
@@ -179,23 +179,11 @@ def test_a_recovered_controller_moves_nothing_with_racks(seed: int) -> None:
     partitions)."""
     sim, racks = _churn_with_racks(seed)
     live = sim.group
-    granted = {m: frozenset(v) for m, v in live.reconciler.granted.items()}
-    recovered = Recovered(
-        generation=live.reconciler.generation,
-        controller_epoch=2,
-        granted=granted,
-        topics={m: frozenset(sim.consumers[m].topics) for m in granted},
-        instances={m: sim.consumers[m].instance for m in granted},
-    )
+    recovered = sim.recovered()
     group = GroupState("g", TUNING, dict(live.engine.partitions_per_topic), recovered, sim.now)
     heard = [c.presence() for c in sim.consumers.values()]
     group.adopt_racks({p.member: p.rack for p in heard}, racks)
     group.on_partition_racks(racks, sim.now)  # the same metadata read again: no event
-    for p in heard:
-        group.on_presence(p, sim.now)
-    for t in (1.0, 2.0, 30.0):
-        rebalance, plan = group.tick(sim.now + t)
-        assert plan is None
-        assert rebalance is None or rebalance.moved == 0
-    assert group.engine.assignment() == {m: sorted(v) for m, v in granted.items()}
+    assert_recovery_moves_nothing(group, heard, sim.now)
+    assert group.engine.assignment() == {m: sorted(v) for m, v in recovered.granted.items()}
     assert group.engine.cross_rack() == live.engine.cross_rack()

@@ -94,6 +94,17 @@ class Sim:
             self.deliver(plan)
         self.check_exclusive()
 
+    def recovered(self) -> Recovered:
+        """What a successor controller reads back from this group's records."""
+        granted = {m: frozenset(v) for m, v in self.group.reconciler.granted.items()}
+        return Recovered(
+            generation=self.group.reconciler.generation,
+            controller_epoch=2,
+            granted=granted,
+            topics={m: frozenset(self.consumers[m].topics) for m in granted},
+            instances={m: self.consumers[m].instance for m in granted},
+        )
+
     def check_exclusive(self) -> None:
         seen: dict[TopicPartition, str] = {}
         for c in self.consumers.values():
@@ -527,3 +538,13 @@ def test_a_rebalance_says_why_it_moved_for_lag() -> None:
     )
     plain = Rebalance(reasons=("leave",), moved=3, moved_for_lag=0, **base)  # type: ignore[arg-type]
     assert plain.why() == "leave: 2 member(s) changed, moved 3"
+
+
+def assert_recovery_moves_nothing(group: GroupState, heard: list[Presence], now: float) -> None:
+    """Invariant 3: the presence heard at takeover, then time passing, move nothing."""
+    for p in heard:
+        group.on_presence(p, now)
+    for t in (1.0, 2.0, 30.0):
+        rebalance, plan = group.tick(now + t)
+        assert plan is None
+        assert rebalance is None or rebalance.moved == 0
