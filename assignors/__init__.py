@@ -2,12 +2,14 @@
 
 from assignors import assign, TopicPartition, STRATEGIES
 assign(strategy, partitions_per_topic, subscriptions, *, current=None, lag=None,
-       member_racks=None, partition_racks=None, member_capacities=None)
+       member_racks=None, partition_racks=None, member_capacities=None,
+       pins=None, max_partitions=None)
 """
 
 from .engine import IncrementalAssignor
 from .events import (
     Change,
+    ConstraintsChanged,
     Event,
     LagTrigger,
     LagUpdated,
@@ -26,6 +28,7 @@ __all__ = [
     "STRATEGIES",
     "Assignment",
     "Change",
+    "ConstraintsChanged",
     "Event",
     "IncrementalAssignor",
     "LagPolicy",

@@ -51,8 +51,18 @@ from .capacity import (
     deal_by_capacity,
     quotas,
 )
+from .constraints import (
+    NONE,
+    Constraints,
+    MaxPartitions,
+    Pins,
+    check_against,
+    check_constraints,
+    violations,
+)
 from .events import (
     Change,
+    ConstraintsChanged,
     Event,
     LagTrigger,
     LagUpdated,
@@ -97,6 +107,8 @@ _SWAP_CANDIDATES = 256
 _BULK_SPREAD = 8
 #: A lag update re-sorting more than this share of members rebuilds the indexes at once.
 _REINDEX_SHARE = 8
+#: A member's pinned partitions when it holds none (shared; replaced on its first pin).
+_NO_PINS: frozenset[int] = frozenset()
 
 
 @dataclass(slots=True, eq=False)
@@ -119,21 +131,31 @@ class _Member:
     groups_version: int = -1
     #: The member's declared weight: balance gives it partitions and lag in proportion.
     capacity: float = 1
+    #: The operator's cap on its count (``constraints.py``), pins included.
+    cap: int | None = None
+    #: Pinned partitions it holds: counted in its load, never moved by balance.
+    pinned: AbstractSet[int] = _NO_PINS
 
     @property
     def count(self) -> int:
         return len(self.by_lag)
 
     def key(self) -> Key:
-        """The donor order (``_load``, holder heaps): who gives first."""
+        """The donor order (``_load``, holder heaps): who gives first. A member above
+        its cap gives before anyone."""
         c, w = len(self.by_lag), self.capacity
+        if self.cap is not None and c > self.cap:
+            return (math.inf, self.lag / w, self.name)
         if w == 1:
             return (2 * c - 1, self.lag, self.name)
         return ((2 * c - 1) / w, self.lag / w, self.name)
 
     def take_key(self) -> Key:
-        """The receiver order (topic-group heaps): who takes first."""
+        """The receiver order (topic-group heaps): who takes first. A member at its cap
+        takes nothing."""
         c, w = len(self.by_lag), self.capacity
+        if self.cap is not None and c >= self.cap:
+            return (math.inf, self.lag / w, self.name)
         if w == 1:
             return (2 * c + 1, self.lag, self.name)
         return ((2 * c + 1) / w, self.lag / w, self.name)
@@ -150,10 +172,14 @@ class _Member:
         return sorted(map(pid_of, self.by_lag))
 
     def holding(self) -> dict[int, int]:
+        """topic id -> how many of its partitions the member could give away."""
         held = self.held
         if held is None:
             held = self.held = {}
-            _count_elements(held, map(topic_of, map(pid_of, self.by_lag)))
+            pids: Iterable[int] = map(pid_of, self.by_lag)
+            if self.pinned:
+                pids = filterfalse(self.pinned.__contains__, pids)
+            _count_elements(held, map(topic_of, pids))
         return held
 
 
@@ -222,6 +248,12 @@ class IncrementalAssignor:
         self._racks = RackIndex()
         #: Partitions held by a member whose rack holds none of their replicas.
         self._cross_rack: set[int] = set()
+        #: Operator constraints (``constraints.py``): pid -> pinned member, the reverse,
+        #: member -> cap; and the partitions no subscriber has room for under the caps.
+        self._pins: dict[int, str] = {}
+        self._pins_of: dict[str, set[int]] = {}
+        self._caps: dict[str, int] = {}
+        self._stranded: set[int] = set()
         self._begin()
 
     # ------------------------------------------------------------------ construction
@@ -239,6 +271,8 @@ class IncrementalAssignor:
         member_racks: MemberRacks | None = None,
         partition_racks: PartitionRacks | None = None,
         member_capacities: MemberCapacities | None = None,
+        pins: Pins | None = None,
+        max_partitions: MaxPartitions | None = None,
     ) -> tuple[IncrementalAssignor, Change]:
         """Build an engine from a whole group at once and settle it.
 
@@ -248,7 +282,9 @@ class IncrementalAssignor:
         group whose members take every partition and have no lag to weigh is dealt onto
         its racks at once (``rack_deal.py``); otherwise the partitions held off their
         replicas' racks are aligned as far as count-neutral swaps allow. With
-        ``member_capacities`` (``capacity.py``) balance is proportional to them.
+        ``member_capacities`` (``capacity.py``) balance is proportional to them. ``pins``
+        and ``max_partitions`` (``constraints.py``) may name members and partitions not
+        in the group yet: they hold once these exist.
         """
         with _gc_paused():
             start = _Start.of(
@@ -260,6 +296,7 @@ class IncrementalAssignor:
                 member_racks,
                 partition_racks,
                 member_capacities,
+                check_constraints(pins, max_partitions),
             )
             eng, change = start.engine(policy)
             eng._build_heaps()  # ready for the first event
@@ -277,9 +314,13 @@ class IncrementalAssignor:
         member_racks: MemberRacks | None = None,
         partition_racks: PartitionRacks | None = None,
         member_capacities: MemberCapacities | None = None,
+        pins: Pins | None = None,
+        max_partitions: MaxPartitions | None = None,
     ) -> Assignment:
         """``from_snapshot(...)[0].assignment()`` without building the indexes when a
-        fresh uniform deal is already final (nothing to keep, no lag to even out)."""
+        fresh uniform deal is already final (nothing to keep, no lag to even out). The
+        caller knows the whole group: every pin must name an existing partition and a
+        subscribed member, every cap a member."""
         with _gc_paused():
             start = _Start.of(
                 partitions_per_topic,
@@ -290,11 +331,13 @@ class IncrementalAssignor:
                 member_racks,
                 partition_racks,
                 member_capacities,
+                check_constraints(pins, max_partitions),
+                strict=True,
             )
             if not start.racked:
                 if start.final:
                     return start.dealt()
-                if start.uniform and not start.weighted and start.capacities is None:
+                if start.free and not start.weighted:
                     return start.kept_uniform()
             elif start.final:  # nothing to even out, and no swap can improve the rack deal
                 return start.dealt_by_rack()
@@ -385,7 +428,7 @@ class IncrementalAssignor:
     def _reindex(self) -> None:
         """Rebuild the member-wide indexes from scratch: cheaper than many single updates."""
         members = self._members.values()
-        if self._weighted:
+        if self._weighted or self._caps:
             self._load = SortedList(map(_Member.key, members))
             self._by_lag = SortedList(zip(map(_Member.load, members), self._members, strict=True))
             self._capacity_total = math.fsum(map(_capacity_of, members))
@@ -414,6 +457,8 @@ class IncrementalAssignor:
                 self._repartition(event.topic, event.count)
             elif isinstance(event, PartitionRacksChanged):
                 self._rerack(event.racks)
+            elif isinstance(event, ConstraintsChanged):
+                self._constrain(check_constraints(event.pins, event.max_partitions))
             elif isinstance(event, LagUpdated):
                 self._update_lag(event.lag)
                 continue
@@ -483,6 +528,17 @@ class IncrementalAssignor:
         for pid in sorted(self._cross_rack):
             racks.note(pid, owner[pid])
 
+    def violations(self) -> list[str]:
+        """Constraints broken now (``constraints.violations``): always empty."""
+        ids, pins = self._ids, self._pins
+        rules = Constraints(dict(zip(ids.tps(list(pins)), pins.values(), strict=True)), self._caps)
+        members = self._members
+        return violations(self.owner_of, lambda m: members[m].count, self._ppt, self.members, rules)
+
+    def unassigned(self) -> list[TopicPartition]:
+        """Partitions with subscribers but no owner: every subscriber is at its cap."""
+        return self._ids.tps(sorted(self._stranded))
+
     def member_count(self) -> int:
         return len(self._members)
 
@@ -528,10 +584,11 @@ class IncrementalAssignor:
         self._removed.discard(name)
         self._joined.add(name)
         self._racks.set_member(name, rack)
-        m = _Member(name, topics, self._tids(topics))
+        m = _Member(name, topics, self._tids(topics), cap=self._caps.get(name))
         if weight != 1:
             m.capacity = weight
             self._weighted += 1
+        self._pin_work.update(self._pins_of.get(name, ()))
         self._capacity_total += m.capacity
         self._members[name] = m
         self._record_member(m)
@@ -594,6 +651,7 @@ class IncrementalAssignor:
         m.topics = topics
         m.tids = tids
         m.groups_version = -1
+        self._pin_work.update(self._pins_of.get(name, ()))
         self._refine(tids)
         self._attach(m)
         for t in sorted(tids - old):
@@ -616,6 +674,7 @@ class IncrementalAssignor:
             self._plag.pop(pid, None)
         if self._subs.get(t):
             self._orphans.update(self._ids.span(topic, count, old))
+        self._pin_work.update(pid for pid in self._pins if pid >> PART_BITS == t)
 
     def _update_lag(self, lag: Mapping[TopicPartition, int]) -> None:
         """Re-weigh the changed readings. Costs O(readings) plus, per member touched, its
@@ -666,6 +725,32 @@ class IncrementalAssignor:
             self._racks.set_partition(pid, frozenset(check_rack(r, where) for r in named))
             self._rack_work.add(pid)
 
+    def _constrain(self, constraints: Constraints) -> None:
+        """Take a whole new set of constraints; only what differs is acted on."""
+        pins: dict[int, str] = {}
+        for tp, member in constraints.pins.items():
+            self._ids.add(tp.topic)
+            pid = self._ids.pid(tp)
+            assert pid is not None, "check_constraints admits Kafka partitions only"
+            pins[pid] = member
+        old = self._pins
+        self._pin_work.update(p for p in pins.keys() | old.keys() if pins.get(p) != old.get(p))
+        self._pins = pins
+        self._pins_of = {}
+        for pid, member in pins.items():
+            self._pins_of.setdefault(member, set()).add(pid)
+        caps = dict(constraints.caps)
+        for name in sorted(self._caps.keys() | caps.keys()):
+            m = self._members.get(name)
+            if m is None or m.cap == caps.get(name):
+                continue
+            self._record_member(m)
+            self._detach(m)
+            m.cap = caps.get(name)
+            self._attach(m)
+            self._touched.add(name)
+        self._caps = caps
+
     def _entries(self, m: _Member) -> list[int]:
         """``m.by_lag`` in current weight order."""
         if m.stale:
@@ -689,6 +774,8 @@ class IncrementalAssignor:
         #: Partitions whose racks or holder's rack changed: to align even if unmoved.
         self._rack_work: set[int] = set()
         self._rack_moved: set[int] = set()
+        #: Pinned partitions whose pin may have started or stopped holding.
+        self._pin_work: set[int] = set()
 
     def _settle(
         self,
@@ -699,8 +786,14 @@ class IncrementalAssignor:
         lag_only: bool = False,
     ) -> Change:
         if not lag_only:
+            pinned = self._enforce_pins()
             touched = self._place_orphans()
-            self._repair([*work, *touched])
+            self._repair([*work, *pinned, *touched])
+            # The repair may have made room under a cap for what had none.
+            while self._stranded and (placed := self._place_orphans()):
+                self._repair(placed)
+            if self._caps:
+                self._shed_excess()
         if self.lag_aware:
             self._rebalance_lag(lag_budget, eager=not count_lag_moves)
         if self._racks:
@@ -711,14 +804,70 @@ class IncrementalAssignor:
         self._begin()
         return change
 
+    def _enforce_pins(self) -> list[str]:
+        """Hand each pinned partition whose pin holds to its member and mark it there;
+        release those whose pin stopped holding. Returns the members to repair."""
+        touched: list[str] = []
+        members, owner, pins = self._members, self._owner, self._pins
+        for pid in sorted(self._pin_work):
+            holder = owner.get(pid)
+            name = pins.get(pid)
+            m = members.get(name) if name is not None else None
+            holds = (
+                m is not None
+                and pid >> PART_BITS in m.tids
+                and pid & PART_MASK < self._pcount(pid >> PART_BITS)
+            )
+            if not holds:
+                if holder is not None and pid in members[holder].pinned:
+                    self._unpin(members[holder], pid)
+                    touched.append(holder)  # it may give the partition now
+                continue
+            assert m is not None
+            if holder != m.name:
+                self._move(pid, m.name)
+                touched.extend(n for n in (holder, m.name) if n is not None)
+            if pid not in m.pinned:
+                if not m.pinned:
+                    m.pinned = set()
+                assert isinstance(m.pinned, set)
+                m.pinned.add(pid)
+                m.held = None
+                self._hheap = None
+        self._pin_work.clear()
+        return touched
+
+    def _unpin(self, m: _Member, pid: int) -> None:
+        if pid in m.pinned:
+            assert isinstance(m.pinned, set)
+            m.pinned.discard(pid)
+            m.held = None
+            self._hheap = None
+
+    def _shed_excess(self) -> None:
+        """Unassign what a member holds above its cap when no subscriber had room for it
+        (the lightest first); it is placed again once one has."""
+        for name, cap in sorted(self._caps.items()):
+            m = self._members.get(name)
+            if m is None or m.count <= cap:
+                continue
+            pinned = m.pinned
+            movable = [e & PID_MASK for e in self._entries(m) if e & PID_MASK not in pinned]
+            for pid in movable[: m.count - cap]:
+                self._move(pid, None)
+                self._stranded.add(pid)
+
     def _place_orphans(self) -> list[str]:
         """Give each unowned partition of a subscribed topic to its least-loaded subscriber,
-        heaviest first (longest-processing-time order evens lag)."""
+        heaviest first (longest-processing-time order evens lag). Partitions whose every
+        subscriber is at its cap stay unassigned, and are tried again each step."""
         plag = self._plag if self.lag_aware else {}
         owner = self._owner
+        pool = self._orphans | self._stranded if self._stranded else self._orphans
+        self._stranded = set()
         orphans = [
             pid
-            for pid in self._orphans
+            for pid in pool
             if pid not in owner
             and pid & PART_MASK < self._pcount(pid >> PART_BITS)
             and self._subs.get(pid >> PART_BITS)
@@ -731,6 +880,9 @@ class IncrementalAssignor:
         for pid in orphans:
             key = self._min_subscriber(pid >> PART_BITS)
             if key is None:
+                continue
+            if key[0] == math.inf:
+                self._stranded.add(pid)
                 continue
             self._move(pid, key[2])
             receivers.append(key[2])
@@ -780,7 +932,8 @@ class IncrementalAssignor:
         load = self._load
         n = len(members)
         # ``give`` is twice a count (over capacity), so this is a spread of _BULK_SPREAD.
-        if n < 2 or load[-1][0] - load[0][0] < 2 * _BULK_SPREAD:
+        # Pins and caps bound single members: the repair loop honours them move by move.
+        if self._pins or self._caps or n < 2 or load[-1][0] - load[0][0] < 2 * _BULK_SPREAD:
             return
         # Identical subscriptions: every topic with subscribers has all members.
         if any(len(subs) != n for subs in self._subs.values() if subs):
@@ -924,7 +1077,7 @@ class IncrementalAssignor:
         # The first entry whose lag exceeds ``target``.
         i = bisect.bisect_right(entries, _last_entry_at(math.floor(target))) if target >= 0 else 0
         lo, hi = i - 1, i
-        tids = b.tids
+        tids, pinned = b.tids, a.pinned
         while lo >= 0 or hi < len(entries):
             take_lo = hi >= len(entries) or (
                 lo >= 0
@@ -936,7 +1089,7 @@ class IncrementalAssignor:
             else:
                 pid = entries[hi] & PID_MASK
                 hi += 1
-            if pid >> PART_BITS in tids:
+            if pid >> PART_BITS in tids and pid not in pinned:
                 return pid
         return None
 
@@ -1015,7 +1168,7 @@ class IncrementalAssignor:
         a_tids, b_tids = a.tids, b.tids
         for e_p in self._entries(a)[-_SWAP_CANDIDATES:]:
             p = e_p & PID_MASK
-            if p >> PART_BITS not in b_tids:
+            if p >> PART_BITS not in b_tids or p in a.pinned:
                 continue
             w_p = e_p >> LAG_SHIFT
             # The first entry of b whose lag is at least w_p - half.
@@ -1025,7 +1178,7 @@ class IncrementalAssignor:
                     e_q = b_entries[k]
                     q = e_q & PID_MASK
                     d = w_p - (e_q >> LAG_SHIFT)
-                    if d > 0 and q >> PART_BITS in a_tids:
+                    if d > 0 and q >> PART_BITS in a_tids and q not in b.pinned:
                         peak = _peak(a, b, d)
                         if peak < a_load and (best is None or peak < best[0]):
                             best = (peak, p, q)
@@ -1075,11 +1228,15 @@ class IncrementalAssignor:
                 if a_name is None or not racks.misplaced(a_name, p):
                     continue
                 a = members[a_name]
+                if p in a.pinned:
+                    continue
                 w_p = plag.get(p, 0) if cap is not None else 0
 
                 def fits(b_name: str, q: int, a: _Member = a, p: int = p, w_p: int = w_p) -> bool:
                     b = members[b_name]
                     if q >> PART_BITS not in a.tids or p >> PART_BITS not in b.tids:
+                        return False
+                    if q in b.pinned:
                         return False
                     if cap is None:
                         return True
@@ -1144,6 +1301,8 @@ class IncrementalAssignor:
         weight = self._plag.get(pid, 0) if self.lag_aware else 0
         if frm is not None:
             a = self._members[frm]
+            if a.pinned:
+                self._unpin(a, pid)
             self._record_member(a)
             self._detach(a)
             self._remove_part(a, pid, weight)
@@ -1324,7 +1483,7 @@ class IncrementalAssignor:
         lag_moved = 0
         rack_moved = 0
         for pid, old in self._before_owner.items():
-            if old is None or self._owner.get(pid) == old:
+            if old is None or self._owner.get(pid) in (old, None):
                 continue
             m = self._members.get(old)
             if m is not None and pid >> PART_BITS in m.tids:
@@ -1359,6 +1518,7 @@ class _Start:
     racks: Racks | None = None
     #: Every member's capacity, when they are not all equal.
     capacities: dict[str, float] | None = None
+    constraints: Constraints = NONE
 
     @classmethod
     def of(  # noqa: PLR0917 -- from_snapshot's arguments, in its order
@@ -1371,8 +1531,13 @@ class _Start:
         member_racks: MemberRacks | None = None,
         partition_racks: PartitionRacks | None = None,
         member_capacities: MemberCapacities | None = None,
+        constraints: Constraints = NONE,
+        *,
+        strict: bool = False,
     ) -> _Start:
         spec = build_spec(partitions_per_topic, subscriptions)
+        if strict:
+            check_against(spec, constraints)
         racks = None
         if member_racks is not None or partition_racks is not None:
             racks = build_racks(spec, member_racks, partition_racks)
@@ -1386,7 +1551,16 @@ class _Start:
         plag = dict(zip(*readings, strict=True))
         capacities = build_capacities(spec, member_capacities)
         return cls(
-            spec, ids, plag, readings, lag_aware, claims, spec.is_uniform(), racks, capacities
+            spec,
+            ids,
+            plag,
+            readings,
+            lag_aware,
+            claims,
+            spec.is_uniform(),
+            racks,
+            capacities,
+            constraints,
         )
 
     @property
@@ -1404,10 +1578,15 @@ class _Start:
         return self.lag_aware and any(self.plag.values())
 
     @property
+    def free(self) -> bool:
+        """Every member may take every partition, and any count: the plain deal's case."""
+        return self.uniform and self.capacities is None and not self.constraints
+
+    @property
     def final(self) -> bool:
         """A fresh uniform deal is count-balanced by construction; without lag (and
-        capacities, which the plain deal ignores) it is done."""
-        return self.fresh and self.uniform and not self.weighted and self.capacities is None
+        capacities or constraints, which the plain deal ignores) it is done."""
+        return self.fresh and self.free and not self.weighted
 
     def partitions(self) -> list[TopicPartition]:
         """Every subscribed partition, topic after topic (the order of ``every()``)."""
@@ -1559,8 +1738,10 @@ class _Start:
             )
             if self.racks is not None:
                 eng._adopt_racks(self.racks, self.misplaced(eng._owner), align=True)
+        if self.constraints:
+            eng._constrain(self.constraints)
         budget = 4 * len(spec.members) + 64 if self.fresh else policy.max_moves
-        work = () if self.fresh and self.uniform else eng._violators()
+        work = () if self.fresh and self.uniform and not self.constraints else eng._violators()
         change = eng._settle(work, lag_budget=budget, count_lag_moves=not self.fresh)
         return eng, change
 

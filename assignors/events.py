@@ -46,6 +46,15 @@ class PartitionRacksChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class ConstraintsChanged:
+    """The operator's whole set of constraints (``constraints.py``), replacing the last:
+    partitions pinned to members, and caps on members' counts."""
+
+    pins: Mapping[TopicPartition, str] = field(default_factory=dict)
+    max_partitions: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class LagUpdated:
     #: New lag for these partitions; partitions not named keep their last value.
     lag: Mapping[TopicPartition, int] = field(default_factory=dict)
@@ -57,6 +66,7 @@ Event = (
     | SubscriptionChanged
     | PartitionsChanged
     | PartitionRacksChanged
+    | ConstraintsChanged
     | LagUpdated
 )
 

@@ -1,5 +1,6 @@
 """How good an assignment is: validity, KIP-54 balance (proportional to capacity when
-members declare one), movement, lag skew, cross-rack fetches (KIP-881)."""
+members declare one, around operator constraints), movement, lag skew, cross-rack
+fetches (KIP-881), constraint violations."""
 
 from __future__ import annotations
 
@@ -9,6 +10,15 @@ from operator import contains, itemgetter, lt, ne, sub
 from typing import NamedTuple
 
 from .capacity import MemberCapacities, build_capacities, give, take
+from .constraints import (
+    NONE,
+    Constraints,
+    MaxPartitions,
+    Pins,
+    check_against,
+    check_constraints,
+    violations,
+)
 from .racks import MemberRacks, PartitionRacks, build_racks, cross_rack
 from .spec import GroupSpec, build_spec
 from .types import (
@@ -39,6 +49,11 @@ class Quality(NamedTuple):
     #: With capacities: the largest distance, in partitions, between a member's count and
     #: its exact share (total x capacity / total capacity). 0.0 without capacities.
     share_error: float = 0.0
+    #: Pins not held by their (present, subscribed) member, and members above their cap:
+    #: must be 0.
+    violations: int = 0
+    #: Partitions with subscribers but no owner (every subscriber at its cap).
+    unassigned: int = 0
 
 
 def problems(
@@ -145,15 +160,22 @@ def imbalances(
     assignment: Held,
     subscriptions: Subscriptions,
     capacities: Mapping[str, float] | None = None,
+    constraints: Constraints = NONE,
 ) -> list[tuple[str, str, str]]:
     """(bigger member, smaller member, topic) triples that violate (capacity-relative)
-    KIP-54 balance."""
+    KIP-54 balance. Around ``constraints``: a member at its cap takes nothing, and a
+    pinned partition is not the holder's to give."""
     counts = {m: len(assignment.get(m, ())) for m in subscriptions}
-    if not counts or (not capacities and max(counts.values()) - min(counts.values()) <= 1):
+    if not counts or (
+        not capacities and not constraints and max(counts.values()) - min(counts.values()) <= 1
+    ):
         return []
     weight = (capacities or {}).get
+    caps, pins = constraints.caps, constraints.pins
     least: dict[str, tuple[float, str]] = {}
     for member in sorted(subscriptions):
+        if member in caps and counts[member] >= caps[member]:
+            continue
         for topic in subscriptions[member]:
             cand = (take(counts[member], weight(member, 1.0)), member)
             if topic not in least or cand < least[topic]:
@@ -163,7 +185,8 @@ def imbalances(
         if member not in counts:
             continue
         gives = give(counts[member], weight(member, 1.0))
-        for topic in sorted(set(map(_topic, assignment[member]))):
+        movable = [tp for tp in assignment[member] if pins.get(TopicPartition(*tp)) != member]
+        for topic in sorted(set(map(_topic, movable))):
             if topic in least and gives > least[topic][0]:
                 out.append((member, least[topic][1], topic))
     return out
@@ -260,10 +283,15 @@ def evaluate(
     member_racks: MemberRacks | None = None,
     partition_racks: PartitionRacks | None = None,
     member_capacities: MemberCapacities | None = None,
+    pins: Pins | None = None,
+    max_partitions: MaxPartitions | None = None,
 ) -> Quality:
     """With ``member_capacities``, balance is capacity-relative and ``share_error`` says
-    how far the worst member is from its exact share."""
+    how far the worst member is from its exact share. With ``pins`` and
+    ``max_partitions``, balance is judged around them and their violations counted."""
     spec = build_spec(partitions_per_topic, subscriptions)
+    rules = check_constraints(pins, max_partitions)
+    check_against(spec, rules)
     held = _as_partitions(assignment)
     flat = _Flat.of(held)
     counts = list(map(len, map(held.get, subscriptions, repeat(()))))
@@ -271,17 +299,25 @@ def evaluate(
     totals = _member_lag(held, flat.parts, lag)
     racks = build_racks(spec, member_racks, partition_racks) if member_racks else None
     caps = build_capacities(spec, member_capacities)
+    balanced = (spread <= 1 and caps is None and not rules) or not imbalances(
+        held, subscriptions, caps, rules
+    )
+    counted = dict(zip(subscriptions, counts, strict=True))
+    ppt = spec.partitions_per_topic
+    subscribed = sum(ppt[t] for t in spec.topics)
     return Quality(
         valid=_valid_in_bulk(held, flat, spec) or not _named_problems(held, spec),
-        balanced=(spread <= 1 and caps is None) or is_balanced(assignment, subscriptions, caps),
+        balanced=balanced,
         count_spread=spread,
         moved=_moved(_as_partitions(before), held, flat.owner, subscriptions) if before else 0,
         max_member_lag=max(totals.values(), default=0),
         lag_skew=_skew(totals, caps),
         cross_rack=cross_rack(held, racks) if racks else 0,
-        share_error=share_error(dict(zip(subscriptions, counts, strict=True)), caps)
-        if caps
-        else 0.0,
+        share_error=share_error(counted, caps) if caps else 0.0,
+        violations=len(violations(flat.owner.get, counted.__getitem__, ppt, spec.topics_of, rules))
+        if rules
+        else 0,
+        unassigned=max(0, subscribed - len(flat.owner)),
     )
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from .capacity import MemberCapacities, build_capacities
 from .classic import range_assign, roundrobin_assign
+from .constraints import MaxPartitions, Pins, check_constraints
 from .engine import IncrementalAssignor
 from .lagbased import lag_assign
 from .placement import greedy_place
@@ -40,6 +41,8 @@ def assign(
     member_racks: MemberRacks | None = None,
     partition_racks: PartitionRacks | None = None,
     member_capacities: MemberCapacities | None = None,
+    pins: Pins | None = None,
+    max_partitions: MaxPartitions | None = None,
 ) -> Assignment:
     """Assign every partition of every subscribed topic to exactly one subscriber.
 
@@ -55,12 +58,22 @@ def assign(
     ``member_capacities`` (``{member: weight}``, default 1) makes ``sticky`` and
     ``lagsticky`` balance partitions, and lag, in proportion to each member's weight
     (``capacity.py``); the other strategies validate and ignore it.
+
+    ``pins`` (``{partition: member}``) and ``max_partitions`` (``{member: cap}``) are the
+    operator's hard constraints (``constraints.py``), honoured by ``sticky`` and
+    ``lagsticky``; the other strategies are fixed rules and refuse them. Partitions no
+    subscriber has room for under the caps are left out of the result.
     """
     if strategy not in STRATEGIES:
         raise ValueError(
             f"unknown strategy {strategy!r}; valid strategies: {', '.join(STRATEGIES)}"
         )
     if strategy == "lag" or strategy in _COUNT_ONLY:
+        if check_constraints(pins, max_partitions):
+            raise ValueError(
+                f"strategy {strategy!r} cannot honour pins or max_partitions: "
+                "use sticky or lagsticky"
+            )
         spec = build_spec(partitions_per_topic, subscriptions)
         racks = build_racks(spec, member_racks, partition_racks)
         build_capacities(spec, member_capacities)
@@ -80,4 +93,6 @@ def assign(
         member_racks=member_racks,
         partition_racks=partition_racks,
         member_capacities=member_capacities,
+        pins=pins,
+        max_partitions=max_partitions,
     )

@@ -259,6 +259,51 @@ def _cmd_action(args: argparse.Namespace) -> int:
     return _emit(args, result, lambda: operator.render_action(result))
 
 
+def _cmd_constraints(args: argparse.Namespace) -> int:
+    change: dict[str, Any] = {}
+    if args.pin:
+        change["pins"] = [{"topic": t, "partition": p, "member": m} for (t, p), m in args.pin]
+    if args.unpin:
+        change["unpin"] = [[t, p] for t, p in args.unpin]
+    caps = dict(args.max_partitions) | dict.fromkeys(args.no_max_partitions)
+    if caps:
+        change["max_partitions"] = caps
+    racks = dict(args.rack) | dict.fromkeys(args.no_rack)
+    if racks:
+        change["racks"] = racks
+    view = operator.constraints(_api(args), args.group, change or None)
+    return _emit(args, view, lambda: operator.render_constraints(view))
+
+
+def _partition_arg(text: str) -> tuple[str, int]:
+    """``TOPIC:PARTITION`` (Kafka topic names cannot hold a colon)."""
+    topic, sep, number = text.rpartition(":")
+    if not sep or not topic or not number.isdigit():
+        raise argparse.ArgumentTypeError(f"expected TOPIC:PARTITION, got {text!r}")
+    return topic, int(number)
+
+
+def _pin_arg(text: str) -> tuple[tuple[str, int], str]:
+    where, sep, member = text.partition("=")
+    if not sep or not member:
+        raise argparse.ArgumentTypeError(f"expected TOPIC:PARTITION=MEMBER, got {text!r}")
+    return _partition_arg(where), member
+
+
+def _cap_arg(text: str) -> tuple[str, int]:
+    member, sep, count = text.rpartition("=")
+    if not sep or not member or not count.isdigit():
+        raise argparse.ArgumentTypeError(f"expected MEMBER=COUNT, got {text!r}")
+    return member, int(count)
+
+
+def _rack_arg(text: str) -> tuple[str, str]:
+    member, sep, rack = text.partition("=")
+    if not sep or not member or not rack:
+        raise argparse.ArgumentTypeError(f"expected MEMBER=RACK, got {text!r}")
+    return member, rack
+
+
 def _cmd_dev(args: argparse.Namespace) -> int:
     if args.dev == "up":
         print(dev.up(args.dir, args.kafka_port, args.mqtt_port, args.http_port).summary())
@@ -354,6 +399,37 @@ def _add_operator_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
         p.add_argument("member", help="member id")
         _api_options(p)
         p.set_defaults(func=_cmd_action)
+    p = sub.add_parser(
+        "constraints",
+        help="show or change a group's pins, caps and rack overrides (kept across restarts)",
+    )
+    p.add_argument("group", help="consumer group name")
+    p.add_argument(
+        "--pin", action="append", type=_pin_arg, default=[], metavar="TOPIC:PARTITION=MEMBER"
+    )
+    p.add_argument(
+        "--unpin", action="append", type=_partition_arg, default=[], metavar="TOPIC:PARTITION"
+    )
+    p.add_argument(
+        "--max-partitions",
+        action="append",
+        type=_cap_arg,
+        default=[],
+        metavar="MEMBER=COUNT",
+        help="cap a member's partitions, its pins included",
+    )
+    p.add_argument("--no-max-partitions", action="append", default=[], metavar="MEMBER")
+    p.add_argument(
+        "--rack",
+        action="append",
+        type=_rack_arg,
+        default=[],
+        metavar="MEMBER=RACK",
+        help="treat a member as in this rack, whatever client.rack it declares",
+    )
+    p.add_argument("--no-rack", action="append", default=[], metavar="MEMBER")
+    _api_options(p)
+    p.set_defaults(func=_cmd_constraints)
 
 
 def _add_dev_command(sub: argparse._SubParsersAction[_Parser]) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from controller.wire.records import json_schemas
 
 DOC = Path(__file__).parents[1] / "docs" / "protocol.md"
-ORDER = ("assignment", "fence", "presence", "lag", "offset_sample", "trace_event")
+ORDER = ("assignment", "fence", "constraints", "presence", "lag", "offset_sample", "trace_event")
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from itertools import chain, islice
 from typing import NamedTuple
 
 from assignors import (
+    ConstraintsChanged,
     Event,
     IncrementalAssignor,
     LagPolicy,
@@ -27,10 +28,11 @@ from assignors import (
     SubscriptionChanged,
     TopicPartition,
 )
+from assignors.constraints import check_constraints
 from controller.core.deadlines import Deadlines
 from controller.core.handoff import Plan, Reconciler, Tags
 from controller.wire.fencing import Order
-from controller.wire.records import Assignment, Presence
+from controller.wire.records import Assignment, ConstraintSet, Presence
 
 REASONS = (
     "join",
@@ -40,6 +42,7 @@ REASONS = (
     "partitions",
     "racks",
     "capacity",
+    "constraints",
     "drain",
     "forced",
 )
@@ -121,6 +124,13 @@ class _Declared(NamedTuple):
 
 def _weight(capacity: float | None) -> float:
     return 1.0 if capacity is None else capacity
+
+
+def effective_constraints(configured: ConstraintSet, overrides: ConstraintSet) -> ConstraintSet:
+    """The overrides laid over the config, checked as the engine will take them."""
+    effective = configured.over(overrides)
+    check_constraints(effective.pinned(), effective.max_partitions)
+    return effective
 
 
 class RejectedError(ValueError):
@@ -209,9 +219,16 @@ class GroupState:
         now: float = 0.0,
         *,
         capacities: Mapping[str, float | None] | None = None,
+        configured: ConstraintSet | None = None,
+        overrides: ConstraintSet | None = None,
     ) -> None:
         """``capacities``: what recovered members declare, from the presence heard so
-        far; the predecessor balanced with them, so the rebuild keeps its assignment."""
+        far; the predecessor balanced with them, so the rebuild keeps its assignment.
+        ``configured`` and ``overrides``: the operator's constraints from the config and
+        from the admin API (the constraints topic); the latter win entry by entry."""
+        self.configured = configured or ConstraintSet()
+        self.overrides = overrides or ConstraintSet()
+        self.constraints = effective_constraints(self.configured, self.overrides)
         self.name = name
         self.tuning = tuning
         #: Sees every engine input as it is queued (``ballast run --record``).
@@ -226,6 +243,8 @@ class GroupState:
             current=granted,
             policy=tuning.policy,
             member_capacities={m: c for m, c in (capacities or {}).items() if m in topics},
+            pins=self.constraints.pinned(),
+            max_partitions=self.constraints.max_partitions,
         )
         self.engine.intern_partitions()
         self.reconciler = Reconciler(
@@ -315,13 +334,14 @@ class GroupState:
         if p.member in self.drained:
             self.reconciler.ack(p.member, p.generation)
             return
-        declared = _Declared(p.rack, _weight(p.capacity))
+        rack = self.rack_for(p.member, p.rack)
+        declared = _Declared(rack, _weight(p.capacity))
         if known is None:
-            self._enqueue(MemberJoined(p.member, topics, p.rack, p.capacity), "join", now)
+            self._enqueue(MemberJoined(p.member, topics, rack, p.capacity), "join", now)
         elif (was := self._declared(p.member)) != declared:
             # Joining again moves a member to its new rack and capacity (and its topics).
             reason = "racks" if was.rack != declared.rack else "capacity"
-            self._enqueue(MemberJoined(p.member, topics, p.rack, p.capacity), reason, now)
+            self._enqueue(MemberJoined(p.member, topics, rack, p.capacity), reason, now)
         elif known != topics:
             self._enqueue(SubscriptionChanged(p.member, topics), "subscription", now)
         self.reconciler.ack(p.member, p.generation)
@@ -344,9 +364,43 @@ class GroupState:
         self.drained.discard(member)
         p = self.presence.get(member)
         if p is not None:
-            event = MemberJoined(member, frozenset(p.topics), p.rack, p.capacity)
-            self._enqueue(event, "join", now)
+            rack = self.rack_for(member, p.rack)
+            self._enqueue(MemberJoined(member, frozenset(p.topics), rack, p.capacity), "join", now)
         return True
+
+    def rack_for(self, member: str, declared: str | None) -> str | None:
+        """The rack the member is treated as in: the operator's, else its own."""
+        return self.constraints.racks.get(member, declared)
+
+    def set_constraints(
+        self, configured: ConstraintSet, overrides: ConstraintSet, now: float
+    ) -> None:
+        """New constraints, settled at once. Raises ``ValueError`` (and changes nothing)
+        when the pair is contradictory (more pins on a member than its cap)."""
+        effective = effective_constraints(configured, overrides)
+        if effective == self.constraints:
+            self.configured, self.overrides = configured, overrides
+            return
+        before = self.constraints
+        self.configured, self.overrides, self.constraints = configured, overrides, effective
+        self._enqueue(
+            ConstraintsChanged(effective.pinned(), effective.max_partitions),
+            "constraints",
+            now,
+            delay=0.0,
+        )
+        for member in sorted(before.racks.keys() | effective.racks.keys()):
+            p = self.presence.get(member)
+            if p is None or member in self.drained or not self._known(member):
+                continue
+            rack = self.rack_for(member, p.rack)
+            if rack != self._declared(member).rack:
+                event = MemberJoined(member, frozenset(p.topics), rack, p.capacity)
+                self._enqueue(event, "racks", now, delay=0.0)
+
+    def violations(self) -> list[str]:
+        """Constraints the target assignment breaks: always empty (a metric says so)."""
+        return self.engine.violations()
 
     def force_rebalance(self, now: float) -> None:
         """Settle now (pending events included) with a fresh look at lag."""

@@ -26,9 +26,10 @@ from pydantic import (
 )
 
 from assignors import LagPolicy
+from assignors.constraints import check_constraints
 from controller.core.group import GroupTuning
 from controller.errors import InputError
-from controller.wire.records import Name
+from controller.wire.records import ConstraintSet, Name
 
 ENV_PREFIX = "BALLAST_"
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -268,6 +269,15 @@ class GroupSettings(_Section):
     name: Name
     #: The consumer group id the fleet commits offsets under (default: ``name``).
     commit_group: Name | None = None
+    #: Pins, caps and rack overrides (docs/operations.md, "Constraints"); the admin API
+    #: lays its own over these, entry by entry.
+    constraints: ConstraintSet = ConstraintSet()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GroupSettings:
+        c = self.constraints
+        check_constraints(c.pinned(), c.max_partitions)
+        return self
 
     @property
     def offsets_group(self) -> str:
@@ -276,6 +286,8 @@ class GroupSettings(_Section):
 
 class AssignmentsTopic(_Section):
     name: Name = "ballast.assignments"
+    #: Compacted, one record per group: the constraints set through the admin API.
+    constraints_topic: Name = "ballast.constraints"
     #: Used only when Ballast creates the topic.
     partitions: Annotated[int, Field(ge=1, le=10_000)] = 12
     replication_factor: Annotated[int, Field(ge=1, le=32)] = 1

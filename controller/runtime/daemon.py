@@ -21,6 +21,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from controller import logs
 from controller.core.group import RejectedError
 from controller.runtime.config import Config
+from controller.runtime.constraint_store import ConstraintStore
 from controller.runtime.election import ShardElection
 from controller.runtime.group_loop import reading
 from controller.runtime.group_view import group_view
@@ -57,6 +58,7 @@ class Controller:
         self._log = AssignmentLog(cfg, on_invalid=lambda why: self._invalid("assignment", why))
         self._tasks: list[asyncio.Task[None]] = []
         self._publisher = AssignmentPublisher(cfg)
+        self.constraints = ConstraintStore(cfg, lambda why: self._invalid("constraints", why))
         self._samples = (
             SamplePublisher(cfg, cfg.lag.samples_topic) if cfg.lag.samples_topic else None
         )
@@ -71,6 +73,7 @@ class Controller:
             self.replica,
             self.state,
             assignment_log=self._log,
+            constraints=self.constraints,
             publisher=self._publisher,
             recorder=self._recorder,
             spawn=self._spawn,
@@ -153,12 +156,13 @@ class Controller:
         try:
             with logs.quiet("aiokafka"):  # ``reach`` logs each failed attempt once
                 await admin.start()
-            await ensure_compacted_topic(
-                admin,
-                cfg.assignments.name,
-                cfg.assignments.partitions,
-                cfg.assignments.replication_factor,
-            )
+            for topic, partitions in (
+                (cfg.assignments.name, cfg.assignments.partitions),
+                (cfg.assignments.constraints_topic, 1),
+            ):
+                await ensure_compacted_topic(
+                    admin, topic, partitions, cfg.assignments.replication_factor
+                )
         finally:
             await admin.close()
 
@@ -197,12 +201,15 @@ class Controller:
             _, stuck = await asyncio.wait(tasks, timeout=5)
             for task in stuck:
                 log.warning("task_did_not_stop", task=task.get_name())
-        clients: list[AssignmentPublisher | OffsetReader | SamplePublisher | AssignmentLog]
+        clients: list[
+            AssignmentPublisher | OffsetReader | SamplePublisher | AssignmentLog | ConstraintStore
+        ]
         clients = [
             self._publisher,
             *self.ownership.shard_publishers.values(),
             *self.state.readers.values(),
             self._log,
+            self.constraints,
         ]
         if self._samples is not None:
             clients.append(self._samples)

@@ -223,6 +223,7 @@ def reading(g: ManagedGroup, per_member_cap: int | None) -> GroupReading:
         lag_max_member=max(member_lag.values(), default=0),
         lag_skew=engine.lag_skew(),
         cross_rack=engine.cross_rack(),
+        violations=len(state.violations()),
         per_member=per_member,
     )
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from controller.runtime.replica_state import ManagedGroup
 
@@ -24,6 +25,27 @@ def group_summary(g: ManagedGroup) -> dict[str, object]:
         "total_lag": sum(member_lag.values()),
         "max_member_lag": max(member_lag.values(), default=0),
         "lag_skew": state.engine.lag_skew(),
+        "constraints": {
+            "pins": len(state.constraints.pins),
+            "max_partitions": len(state.constraints.max_partitions),
+            "racks": len(state.constraints.racks),
+        },
+        "unassigned": len(state.engine.unassigned()),
+    }
+
+
+def constraints_view(g: ManagedGroup) -> dict[str, object]:
+    """``GET /v1/groups/<group>/constraints``: the config's, the admin API's, what is in
+    force (the latter laid over the former), what the caps leave unassigned, and what is
+    broken (always nothing)."""
+    state = g.state
+    return {
+        "group": g.name,
+        "configured": state.configured.model_dump(),
+        "overrides": state.overrides.model_dump(),
+        "effective": state.constraints.model_dump(),
+        "unassigned": [[tp.topic, tp.partition] for tp in state.engine.unassigned()],
+        "violations": state.violations(),
     }
 
 
@@ -56,6 +78,7 @@ def group_view(g: ManagedGroup, partitions: bool = False) -> dict[str, object]:
         p = g.state.presence.get(member)
         if p is not None and member not in subscribed:
             subscribed[member] = frozenset(p.topics)
+    pinned = Counter(g.state.constraints.pinned().values())
     members = {}
     for member, topics in sorted(subscribed.items()):
         p = g.state.presence.get(member)
@@ -72,7 +95,10 @@ def group_view(g: ManagedGroup, partitions: bool = False) -> dict[str, object]:
             if engine.topics_of(member) is not None
             else [],
             "lag": member_lag.get(member, 0),
-            "rack": p.rack if p else None,
+            "rack": engine.rack_of(member) or g.state.rack_for(member, p.rack if p else None),
+            "rack_pinned": member in g.state.constraints.racks,
+            "max_partitions": g.state.constraints.max_partitions.get(member),
+            "pinned": pinned.get(member, 0),
             "capacity": engine.capacity_of(member) or (p.capacity if p and p.capacity else 1.0),
         }
     counts = [len(v) for v in granted.values()]
@@ -94,6 +120,8 @@ def group_view(g: ManagedGroup, partitions: bool = False) -> dict[str, object]:
         "controller_epoch": g.epoch,
         "paused": g.state.paused,
         "drained": sorted(g.state.drained),
+        "constraints": g.state.constraints.model_dump(),
+        "unassigned": [[tp.topic, tp.partition] for tp in engine.unassigned()],
         "members": members,
         "recent_rebalances": [
             {

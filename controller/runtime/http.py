@@ -1,20 +1,25 @@
-"""HTTP: Prometheus metrics, health, readiness, JSON views of the groups and leadership
-(read-only, open), and operator actions (pause, resume, rebalance, drain, undrain) that
-need ``Authorization: Bearer <http.admin_token>`` and are logged as ``admin_action``.
+"""HTTP: Prometheus metrics, health, readiness, JSON views of the groups, their
+constraints and leadership (read-only, open), and operator actions (pause, resume,
+rebalance, drain, undrain, constraints) that need ``Authorization: Bearer
+<http.admin_token>`` and are logged as ``admin_action``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import ValidationError
 
 from controller import logs
+from controller.core.group import effective_constraints
 from controller.runtime.daemon import Controller
-from controller.runtime.group_view import group_summary
+from controller.runtime.group_view import constraints_view, group_summary
+from controller.wire.records import ConstraintPatch, ConstraintsRecord, problems
 
 log = logs.get("ballast.http")
 
@@ -57,6 +62,21 @@ def build_app(controller: Controller) -> web.Application:
             }
         )
 
+    async def constraints(request: web.Request) -> web.Response:
+        g = controller.groups.get(request.match_info["group"])
+        if g is None:
+            return web.json_response({"error": "this replica does not lead that group"}, status=404)
+        return web.json_response(constraints_view(g))
+
+    lock = asyncio.Lock()  # one read-modify-write of the overrides at a time
+
+    async def change_constraints(request: web.Request) -> web.Response:
+        refused = _refused(controller, request, "constraints")
+        if refused is not None:
+            return refused
+        async with lock:
+            return await _change_constraints(controller, request)
+
     def admin(action: str) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handle(request: web.Request) -> web.Response:
             return _admin(controller, request, action)
@@ -70,6 +90,8 @@ def build_app(controller: Controller) -> web.Application:
     app.router.add_get("/v1/groups", groups)
     app.router.add_get("/v1/groups/{group}", group)
     app.router.add_get("/v1/leadership", leadership)
+    app.router.add_get("/v1/groups/{group}/constraints", constraints)
+    app.router.add_patch("/v1/groups/{group}/constraints", change_constraints)
     for action in ("pause", "resume", "rebalance"):
         app.router.add_post(f"/v1/groups/{{group}}/{action}", admin(action))
     for action in ("drain", "undrain"):
@@ -77,7 +99,9 @@ def build_app(controller: Controller) -> web.Application:
     return app
 
 
-def _admin(controller: Controller, request: web.Request, action: str) -> web.Response:
+def _refused(controller: Controller, request: web.Request, action: str) -> web.Response | None:
+    """The answer to a mutating request that may not proceed (no token configured, a
+    wrong one, a group this replica does not lead); None when it may."""
     counter = controller.metrics.admin_requests
     group = request.match_info["group"]
     member = request.match_info.get("member")
@@ -94,10 +118,72 @@ def _admin(controller: Controller, request: web.Request, action: str) -> web.Res
         counter.labels(action, "denied").inc()
         log.warning("admin_denied", action=action, group=group, member=member, remote=who)
         return web.json_response({"error": "missing or wrong bearer token"}, status=401)
-    g = controller.groups.get(group)
-    if g is None:
+    if group not in controller.groups:
         counter.labels(action, "not_found").inc()
         return web.json_response({"error": f"this replica does not lead {group!r}"}, status=404)
+    return None
+
+
+async def _change_constraints(controller: Controller, request: web.Request) -> web.Response:
+    """Validate, persist (acknowledged), then settle: a change the store did not take is
+    not acted on, so a restart never loses one that was."""
+    counter = controller.metrics.admin_requests
+    group = request.match_info["group"]
+    try:
+        patch = ConstraintPatch.model_validate_json(await request.read())
+    except ValidationError as exc:
+        counter.labels("constraints", "invalid").inc()
+        return web.json_response({"error": f"request body: {problems(exc)}"}, status=400)
+    g = controller.groups.get(group)
+    if g is None:  # released while the body was read
+        counter.labels("constraints", "not_found").inc()
+        return web.json_response({"error": f"this replica does not lead {group!r}"}, status=404)
+    state = g.state
+    overrides = patch.applied_to(state.overrides)
+    try:
+        effective_constraints(state.configured, overrides)
+    except ValueError as exc:
+        counter.labels("constraints", "invalid").inc()
+        return web.json_response({"error": str(exc)}, status=400)
+    record = ConstraintsRecord(
+        group=group,
+        controller_epoch=g.epoch,
+        constraints=overrides,
+        replica=controller.replica,
+        issued_at=time.time(),
+    )
+    try:
+        await controller.constraints.save(record)
+    except Exception as exc:
+        counter.labels("constraints", "unavailable").inc()
+        log.warning("constraints_not_saved", group=group, error=repr(exc))
+        return web.json_response(
+            {"error": f"the constraints topic did not take the change: {exc!r}"}, status=503
+        )
+    state.set_constraints(state.configured, overrides, time.monotonic())
+    g.wake.set()
+    counter.labels("constraints", "ok").inc()
+    log.info(
+        "admin_action",
+        action="constraints",
+        group=group,
+        remote=request.remote or "?",
+        pins=len(overrides.pins),
+        max_partitions=len(overrides.max_partitions),
+        racks=len(overrides.racks),
+    )
+    return web.json_response(constraints_view(g))
+
+
+def _admin(controller: Controller, request: web.Request, action: str) -> web.Response:
+    refused = _refused(controller, request, action)
+    if refused is not None:
+        return refused
+    counter = controller.metrics.admin_requests
+    group = request.match_info["group"]
+    member = request.match_info.get("member")
+    who = request.remote or "?"
+    g = controller.groups[group]
     now = time.monotonic()
     state = g.state
     if action == "pause":

@@ -134,9 +134,10 @@ async def ensure_compacted_topic(
                     policy = entry[1]
     if policy is None or "compact" not in policy.split(","):
         raise TopicConfigError(
-            f"topic {name!r} exists with cleanup.policy={policy!r}; the assignments topic must "
+            f"topic {name!r} exists with cleanup.policy={policy!r}; Ballast's topics must "
             f"be compacted (kafka-configs --alter --entity-type topics --entity-name {name} "
-            "--add-config cleanup.policy=compact), or configure another assignments.name"
+            "--add-config cleanup.policy=compact), or configure another name "
+            "(assignments.name, assignments.constraints_topic)"
         )
     meta = await admin.describe_topics([name])
     return len(meta[0]["partitions"])
@@ -181,7 +182,7 @@ async def catch_up(
             return out
 
 
-async def _assigned_reader(
+async def assigned_reader(
     connection: Mapping[str, Any], topic: str, client_id: str
 ) -> tuple[AIOKafkaConsumer, list[KafkaTP]]:
     consumer = AIOKafkaConsumer(
@@ -210,7 +211,7 @@ async def read_assignment_log(
 ) -> list[Logged]:
     """Every valid entry of the assignments topic, in partition-offset order.
     ``connection``: ``client_options(cfg)`` or at least ``bootstrap_servers``."""
-    consumer, tps = await _assigned_reader(connection, topic, client_id)
+    consumer, tps = await assigned_reader(connection, topic, client_id)
     try:
         entries = (log_entry(msg, on_invalid) for msg in await read_to_end(consumer, tps))
         return [e for e in entries if e is not None]
@@ -234,7 +235,7 @@ class AssignmentLog:
         """Read everything written up to now (our own acknowledged writes included)."""
         async with self._lock:
             if self._consumer is None:
-                self._consumer, self._tps = await _assigned_reader(
+                self._consumer, self._tps = await assigned_reader(
                     client_options(self._cfg),
                     self._cfg.assignments.name,
                     f"{self._cfg.kafka.client_id}-recovery",

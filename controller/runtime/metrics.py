@@ -44,6 +44,8 @@ class GroupReading(NamedTuple):
     #: Partitions the target assignment puts on a member whose rack holds none of their
     #: replicas (0 without racks).
     cross_rack: int
+    #: Operator constraints the target assignment breaks: must stay 0.
+    violations: int
     #: (member, lag, partitions) for the capped per-member series; empty when off.
     per_member: list[tuple[str, int, int]]
 
@@ -89,6 +91,13 @@ class GroupGauges(Collector):
             "with a rack; 0 when no member declares one).",
             labels=["group"],
         )
+        violations = GaugeMetricFamily(
+            "ballast_constraint_violations",
+            "Pins not held by their member and members above their cap in the target "
+            "assignment (must be 0; partitions the caps leave unassigned are counted in "
+            'ballast_group_partitions{state="unassigned"}).',
+            labels=["group"],
+        )
         member_lag = GaugeMetricFamily(
             "ballast_member_lag_messages",
             "Lag held by a member (opt-in, capped per group).",
@@ -109,10 +118,12 @@ class GroupGauges(Collector):
             lag_max.add_metric([r.group], r.lag_max_member)
             skew.add_metric([r.group], r.lag_skew)
             cross_rack.add_metric([r.group], r.cross_rack)
+            violations.add_metric([r.group], r.violations)
             for member, lag, count in r.per_member:
                 member_lag.add_metric([r.group, member], lag)
                 member_partitions.add_metric([r.group, member], count)
         yield from (members, partitions, imbalance, lag_total, lag_max, skew, cross_rack)
+        yield violations
         yield from (member_lag, member_partitions)
 
     def describe(self) -> Iterator[Metric]:
@@ -232,7 +243,8 @@ class Metrics:
         )
         self.admin_requests = Counter(
             "ballast_admin_requests_total",
-            "Mutating HTTP requests by action and outcome (ok, denied, disabled, not_found).",
+            "Mutating HTTP requests by action and outcome (ok, denied, disabled, not_found, "
+            "invalid, unavailable).",
             ["action", "outcome"],
             registry=r,
         )

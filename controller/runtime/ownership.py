@@ -16,6 +16,7 @@ from controller import logs
 from controller.core.group import GroupState, Recovered, RejectedError
 from controller.runtime import faultpoints, heap
 from controller.runtime.config import Config
+from controller.runtime.constraint_store import ConstraintStore
 from controller.runtime.election import ShardElection, shard_of
 from controller.runtime.group_loop import GroupLoop
 from controller.runtime.kafka_io import AssignmentLog, AssignmentPublisher, OffsetReader
@@ -36,6 +37,7 @@ class Ownership:
         state: ReplicaState,
         *,
         assignment_log: AssignmentLog,
+        constraints: ConstraintStore,
         publisher: AssignmentPublisher,
         recorder: TraceRecorder | None,
         spawn: Callable[[Callable[[], Awaitable[None]], str], None],
@@ -48,6 +50,7 @@ class Ownership:
         self.replica = replica
         self._state = state
         self._log = assignment_log
+        self._constraints = constraints
         self._publisher = publisher
         self._recorder = recorder
         self._spawn = spawn
@@ -207,8 +210,18 @@ class Ownership:
         tuning = self.cfg.rebalance.tuning(self.cfg.lag)
         heard = self._state.heard.get(name, {})
         capacities = {m: p.capacity for m, p in heard.items()}
-        state = GroupState(name, tuning, meta.counts, recovered, now, capacities=capacities)
-        state.adopt_racks({m: p.rack for m, p in heard.items()}, meta.racks)
+        overrides = (await self._constraints.catch_up()).get(name)
+        state = GroupState(
+            name,
+            tuning,
+            meta.counts,
+            recovered,
+            now,
+            capacities=capacities,
+            configured=self.cfg.group(name).constraints,
+            overrides=overrides.constraints if overrides else None,
+        )
+        state.adopt_racks({m: state.rack_for(m, p.rack) for m, p in heard.items()}, meta.racks)
         for p in heard.values():
             with contextlib.suppress(RejectedError):
                 state.on_presence(p, now)

@@ -67,8 +67,13 @@ class AdminApi:
     def post(self, path: str) -> dict[str, Any]:
         return self._call("POST", path)
 
-    def _call(self, method: str, path: str) -> dict[str, Any]:
-        request = urllib.request.Request(self.url + path, method=method)
+    def patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self._call("PATCH", path, json.dumps(body).encode())
+
+    def _call(self, method: str, path: str, body: bytes | None = None) -> dict[str, Any]:
+        request = urllib.request.Request(self.url + path, data=body, method=method)
+        if body is not None:
+            request.add_header("Content-Type", "application/json")
         if self.token is not None:
             request.add_header("Authorization", f"Bearer {self.token}")
         context = None
@@ -134,6 +139,50 @@ def act(api: AdminApi, action: str, group: str, member: str | None = None) -> di
 
 
 # ---------------------------------------------------------------------------- rendering
+
+
+def constraints(
+    api: AdminApi, group: str, change: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The group's constraints; with ``change`` (a ``ConstraintPatch`` body), changed first."""
+    path = f"/v1/groups/{urllib.parse.quote(group, safe='')}/constraints"
+    return api.get(path) if change is None else api.patch(path, change)
+
+
+def render_constraints(view: Mapping[str, Any]) -> str:
+    """One row per constraint in force, saying where it comes from."""
+    overrides = view["overrides"]
+    mine = {(p["topic"], p["partition"]) for p in overrides["pins"]}
+    rows: list[tuple[object, ...]] = [
+        (
+            "pin",
+            f"{p['topic']}:{p['partition']}",
+            p["member"],
+            _origin((p["topic"], p["partition"]) in mine),
+        )
+        for p in view["effective"]["pins"]
+    ]
+    rows += [
+        ("max-partitions", m, cap, _origin(m in overrides["max_partitions"]))
+        for m, cap in sorted(view["effective"]["max_partitions"].items())
+    ]
+    rows += [
+        ("rack", m, rack, _origin(m in overrides["racks"]))
+        for m, rack in sorted(view["effective"]["racks"].items())
+    ]
+    lines = [table(("KIND", "WHAT", "VALUE", "FROM"), rows) if rows else "no constraints"]
+    unassigned = view["unassigned"]
+    if unassigned:
+        shown = ", ".join(f"{t}:{p}" for t, p in unassigned[:10])
+        more = f" and {len(unassigned) - 10} more" if len(unassigned) > 10 else ""
+        lines.append(f"unassigned (every subscriber at its cap): {shown}{more}")
+    for broken in view["violations"]:
+        lines.append(f"VIOLATION: {broken}")
+    return "\n".join(lines)
+
+
+def _origin(override: bool) -> str:
+    return "admin API" if override else "config"
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

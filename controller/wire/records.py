@@ -146,6 +146,101 @@ class Fence(_Record):
     issued_at: float
 
 
+class Pin(BaseModel):
+    """One partition pinned to one member."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    topic: Name
+    partition: NonNegative
+    member: MemberId
+
+
+def _one_pin_each(pins: list[Pin]) -> list[Pin]:
+    seen: dict[tuple[str, int], str] = {}
+    for pin in pins:
+        where = (pin.topic, pin.partition)
+        if where in seen:
+            raise ValueError(f"{pin.topic}:{pin.partition} is pinned twice")
+        seen[where] = pin.member
+    return sorted(pins, key=lambda p: (p.topic, p.partition))
+
+
+class ConstraintSet(BaseModel):
+    """Operator constraints on one group (``assignors.constraints``): the same shape in
+    the config (``groups[].constraints``), the admin API and the constraints topic."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pins: Annotated[list[Pin], AfterValidator(_one_pin_each)] = Field(
+        default_factory=list, max_length=100_000
+    )
+    #: member -> the most partitions it may hold, its pins included.
+    max_partitions: dict[MemberId, Annotated[int, Field(ge=0, le=10_000_000, strict=True)]] = Field(
+        default_factory=dict, max_length=100_000
+    )
+    #: member -> the rack it is treated as in, whatever ``client.rack`` it declares.
+    racks: dict[MemberId, Rack] = Field(default_factory=dict, max_length=100_000)
+
+    def __bool__(self) -> bool:
+        return bool(self.pins or self.max_partitions or self.racks)
+
+    def pinned(self) -> dict[TopicPartition, str]:
+        return {TopicPartition(p.topic, p.partition): p.member for p in self.pins}
+
+    def over(self, top: ConstraintSet) -> ConstraintSet:
+        """These constraints with ``top``'s laid over them, entry by entry."""
+        pins = {(p.topic, p.partition): p for p in self.pins}
+        pins.update({(p.topic, p.partition): p for p in top.pins})
+        return ConstraintSet(
+            pins=list(pins.values()),
+            max_partitions={**self.max_partitions, **top.max_partitions},
+            racks={**self.racks, **top.racks},
+        )
+
+
+class ConstraintPatch(BaseModel):
+    """Body of ``PATCH /v1/groups/<group>/constraints``: changes to the admin API's
+    constraints (the config's stay). ``pins`` adds or moves pins, ``unpin`` removes them;
+    in ``max_partitions`` and ``racks`` a null removes the member's entry."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pins: list[Pin] = Field(default_factory=list, max_length=100_000)
+    unpin: list[Partition] = Field(default_factory=list, max_length=100_000)
+    max_partitions: dict[
+        MemberId, Annotated[int, Field(ge=0, le=10_000_000, strict=True)] | None
+    ] = Field(default_factory=dict, max_length=100_000)
+    racks: dict[MemberId, Rack | None] = Field(default_factory=dict, max_length=100_000)
+
+    def applied_to(self, overrides: ConstraintSet) -> ConstraintSet:
+        pins = {(p.topic, p.partition): p for p in overrides.pins}
+        for topic, partition in self.unpin:
+            pins.pop((topic, partition), None)
+        pins.update({(p.topic, p.partition): p for p in self.pins})
+        caps = {**overrides.max_partitions, **self.max_partitions}
+        racks = {**overrides.racks, **self.racks}
+        return ConstraintSet(
+            pins=list(pins.values()),
+            max_partitions={m: c for m, c in caps.items() if c is not None},
+            racks={m: r for m, r in racks.items() if r is not None},
+        )
+
+
+class ConstraintsRecord(_Record):
+    """Value of key ``<group>`` on the compacted constraints topic: the constraints set
+    through the admin API (the config's are not stored). The record with the highest
+    ``controller_epoch`` counts, the later one at a tie: a deposed leader's late write
+    loses to its successor's."""
+
+    group: Name
+    controller_epoch: NonNegative
+    constraints: ConstraintSet
+    #: Who wrote it and when, for people reading the topic.
+    replica: Annotated[str, Field(max_length=255)] | None = None
+    issued_at: float
+
+
 class LagRecord(_Record):
     """Value of key ``<group>/<topic>/<partition>`` on the lag topic (Spark pipeline)."""
 
@@ -323,6 +418,7 @@ def json_schemas() -> dict[str, dict[str, Any]]:
         "presence": Presence.model_json_schema(),
         "assignment": Assignment.model_json_schema(),
         "fence": Fence.model_json_schema(),
+        "constraints": ConstraintsRecord.model_json_schema(),
         "lag": LagRecord.model_json_schema(),
         "offset_sample": OffsetSample.model_json_schema(),
         "trace_event": TraceEvent.model_json_schema(),

@@ -91,6 +91,28 @@ def test_environment_overrides_and_durations() -> None:
         ("- just\n- a list", {}, "the top level must be a mapping"),
         ("groups: [", {}, "invalid YAML"),
         ("groups: [{name: 'bad name'}]", {}, "groups.0.name: String should match pattern"),
+        (
+            "groups: [{name: a, constraints: {max_partitions: {w: 1}, pins: "
+            "[{topic: t, partition: 0, member: w}, {topic: t, partition: 1, member: w}]}}]",
+            {},
+            "groups.0: Value error, max_partitions['w'] is 1 but 2 partitions are pinned",
+        ),
+        (
+            "groups: [{name: a, constraints: {pins: "
+            "[{topic: t, partition: 0, member: w}, {topic: t, partition: 0, member: v}]}}]",
+            {},
+            "groups.0.constraints.pins: Value error, t:0 is pinned twice",
+        ),
+        (
+            "groups: [{name: a, constraints: {max_partitions: {w: -1}}}]",
+            {},
+            "groups.0.constraints.max_partitions.w: Input should be greater than or equal to 0",
+        ),
+        (
+            "groups: [{name: a, constraints: {racks: {w: 'two words'}}}]",
+            {},
+            "groups.0.constraints.racks.w: String should match pattern",
+        ),
     ],
 )
 def test_bad_configs_name_the_key(

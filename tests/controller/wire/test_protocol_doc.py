@@ -16,5 +16,13 @@ def test_protocol_doc_schemas_match_the_code() -> None:
     schemas = json_schemas()
     assert blocks == [
         schemas[k]
-        for k in ("assignment", "fence", "presence", "lag", "offset_sample", "trace_event")
+        for k in (
+            "assignment",
+            "fence",
+            "constraints",
+            "presence",
+            "lag",
+            "offset_sample",
+            "trace_event",
+        )
     ], "docs/protocol.md is stale: run `python scripts/update_protocol_doc.py`"

@@ -1,0 +1,88 @@
+"""The constraints topic: what operators set through the admin API outlives the replica
+that took it. Compacted, keyed by group; the record with the highest controller epoch
+counts (the later one at a tie), so a deposed leader's late write loses to its
+successor's. A takeover reads it beside the assignments topic."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition as KafkaTP
+
+from controller.runtime.config import Config
+from controller.runtime.kafka_io import assigned_reader, catch_up, client_options, read_to_end
+from controller.wire.records import ConstraintsRecord, DecodeError, decode
+
+
+class ConstraintStore:
+    def __init__(self, cfg: Config, on_invalid: Callable[[str], None]) -> None:
+        self._cfg = cfg
+        self._on_invalid = on_invalid
+        self._records: dict[str, ConstraintsRecord] = {}
+        self._consumer: AIOKafkaConsumer | None = None
+        self._tps: list[KafkaTP] = []
+        self._producer: AIOKafkaProducer | None = None
+        self._lock = asyncio.Lock()
+
+    async def catch_up(self) -> dict[str, ConstraintsRecord]:
+        """Every group's constraints as written up to now (our own acknowledged writes
+        included); read from the beginning once, then only what is new."""
+        async with self._lock:
+            topic = self._cfg.assignments.constraints_topic
+            if self._consumer is None:
+                self._consumer, self._tps = await assigned_reader(
+                    client_options(self._cfg), topic, f"{self._cfg.kafka.client_id}-constraints"
+                )
+                messages = await read_to_end(self._consumer, self._tps)
+            else:
+                messages = await catch_up(self._consumer, self._tps)
+            for msg in messages:
+                self._take(msg)
+            return dict(self._records)
+
+    def _take(self, msg: Any) -> None:
+        source = f"{msg.topic}[{msg.partition}]@{msg.offset}"
+        key: bytes | None = msg.key
+        value: bytes | None = msg.value
+        if value is None:  # a tombstone: written by hand to clear a group's overrides
+            if key:
+                self._records.pop(key.decode(errors="replace"), None)
+            return
+        try:
+            record = decode(ConstraintsRecord, value, source)
+            if key != record.group.encode():
+                raise DecodeError(source, f"key {key!r} disagrees with group {record.group!r}")
+        except DecodeError as exc:
+            self._on_invalid(str(exc))
+            return
+        held = self._records.get(record.group)
+        if held is None or record.controller_epoch >= held.controller_epoch:
+            self._records[record.group] = record
+
+    async def save(self, record: ConstraintsRecord) -> None:
+        """Written and acknowledged by every in-sync replica before it is acted on."""
+        if self._producer is None:
+            producer = AIOKafkaProducer(
+                **client_options(self._cfg),
+                client_id=f"{self._cfg.kafka.client_id}-constraints",
+                acks="all",
+                enable_idempotence=self._cfg.kafka.idempotent_producer,
+                request_timeout_ms=int(self._cfg.kafka.request_timeout * 1000),
+            )
+            try:
+                await producer.start()
+            except BaseException:
+                await producer.stop()  # a failed start leaves its client open
+                raise
+            self._producer = producer
+        topic = self._cfg.assignments.constraints_topic
+        await self._producer.send_and_wait(topic, record.encode(), key=record.group.encode())
+        self._records[record.group] = record
+
+    async def stop(self) -> None:
+        for client in (self._consumer, self._producer):
+            if client is not None:
+                await client.stop()

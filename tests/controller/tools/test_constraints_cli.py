@@ -1,0 +1,115 @@
+"""Operator constraints end to end: ``ballast constraints`` pins a partition and caps a
+member of a running daemon's group, the fleet applies it, and a restarted daemon still
+holds them (read back from the constraints topic) without moving anything."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from controller.tools import dev, embedded
+from controller.tools.simfleet import Fleet
+
+from .test_operator_cli import BIN, as_json, cli
+
+pytestmark = pytest.mark.integration
+
+
+def _daemon(stack: dev.DevStack, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("a") as out:  # the child keeps its own descriptor
+        return subprocess.Popen(
+            [BIN, "run", "--config", str(stack.config)], stderr=out, stdout=subprocess.DEVNULL
+        )
+
+
+async def test_constraints_are_applied_and_survive_a_restart(tmp_path: Path) -> None:
+    state = tmp_path / "dev"
+    http_port = embedded.free_port()
+    up = subprocess.run(
+        [BIN, "dev", "up", "--dir", str(state), "--kafka-port", str(embedded.free_port()),
+         "--mqtt-port", str(embedded.free_port()), "--http-port", str(http_port)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    stack = dev.find(state)
+    assert stack is not None
+    env = {**os.environ, "BALLAST_URL": f"http://127.0.0.1:{http_port}"}
+    env.pop("BALLAST_TOKEN", None)
+    with_token = {**env, "BALLAST_TOKEN_FILE": str(stack.token_file)}
+    daemon = _daemon(stack, tmp_path / "daemon.log")
+    fleet = Fleet(f"127.0.0.1:{stack.kafka_port}", stack.mqtt_port, dev.GROUP)
+    pinned = (dev.TOPIC, 5)
+    try:
+        await embedded.wait_until_ready(http_port, proc=daemon)
+        await fleet.start()
+        for member in ("a", "b", "c"):
+            await fleet.join(member, [dev.TOPIC])
+        await fleet.wait_for(
+            lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [4, 4, 4]
+        )
+
+        # Bad arguments are named before anything is sent; contradictions by the daemon.
+        bad = cli("constraints", dev.GROUP, "--max-partitions", "a=lots", env=with_token)
+        assert bad.returncode == 2
+        assert "expected MEMBER=COUNT, got 'a=lots'" in bad.stderr
+        clash = cli(
+            "constraints", dev.GROUP, "--pin", f"{dev.TOPIC}:0=a", "--pin", f"{dev.TOPIC}:1=a",
+            "--max-partitions", "a=1", env=with_token,
+        )  # fmt: skip
+        assert clash.returncode == 4
+        assert "max_partitions['a'] is 1 but 2 partitions are pinned to it" in clash.stderr
+        assert cli("constraints", dev.GROUP, "--pin", f"{dev.TOPIC}:3=c", env=env).returncode == 4
+
+        view = await asyncio.to_thread(
+            lambda: as_json(cli(
+                "constraints", dev.GROUP, "--pin", f"{dev.TOPIC}:5=c", "--max-partitions", "a=2",
+                "-o", "json", env=with_token,
+            ))
+        )  # fmt: skip
+        assert view["overrides"]["max_partitions"] == {"a": 2}
+        assert view["violations"] == []
+
+        def applied() -> bool:
+            counts = {n: len(m.partitions) for n, m in fleet.members.items()}
+            return counts["a"] == 2 and pinned in {tuple(p) for p in fleet.members["c"].partitions}
+
+        await fleet.wait_for(applied, timeout=30)
+        assert sorted(len(m.partitions) for m in fleet.members.values()) == [2, 5, 5]
+        table = cli("constraints", dev.GROUP, "-o", "table", env=env).stdout
+        assert ["pin", f"{dev.TOPIC}:5", "c", "admin", "API"] in [
+            r.split() for r in table.splitlines()
+        ]
+        described = as_json(cli("describe", dev.GROUP, "-o", "json", env=env))
+        assert described["members"]["a"]["max_partitions"] == 2
+        assert described["members"]["c"]["pinned"] == 1
+
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(30) == 0
+        before = {n: sorted(map(tuple, m.partitions)) for n, m in fleet.members.items()}
+        daemon = _daemon(stack, tmp_path / "daemon.log")
+        await embedded.wait_until_ready(http_port, proc=daemon)
+        again = as_json(cli("constraints", dev.GROUP, "-o", "json", env=env))
+        assert again["overrides"] == view["overrides"]
+        assert again["effective"]["pins"] == [{"topic": dev.TOPIC, "partition": 5, "member": "c"}]
+        await asyncio.sleep(3)  # the fleet's presence is heard again; nothing may move
+        assert {n: sorted(map(tuple, m.partitions)) for n, m in fleet.members.items()} == before
+
+        cleared = as_json(cli(
+            "constraints", dev.GROUP, "--unpin", f"{dev.TOPIC}:5", "--no-max-partitions", "a",
+            "-o", "json", env=with_token,
+        ))  # fmt: skip
+        assert cleared["effective"] == {"pins": [], "max_partitions": {}, "racks": {}}
+        await fleet.wait_for(
+            lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [4, 4, 4],
+            timeout=30,
+        )
+    finally:
+        await fleet.stop()
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(30)
+        subprocess.run([BIN, "dev", "down", "--dir", str(state)], capture_output=True, check=False)
