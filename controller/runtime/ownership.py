@@ -24,6 +24,7 @@ from controller.runtime.metrics import Metrics
 from controller.runtime.replica_state import ManagedGroup, ReplicaState
 from controller.runtime.trace import TraceRecorder
 from controller.wire.fencing import AssignmentView
+from controller.wire.records import ConstraintsRecord
 
 log = logs.get("ballast.controller")
 
@@ -133,13 +134,14 @@ class Ownership:
             log.warning("acquire_refused", shard=shard, groups=len(names))
             self._retry_acquire(names, shard)
             return
-        view = await self._log.catch_up()
+        # The constraints are read beside the log: a takeover waits for neither twice.
+        view, stored = await asyncio.gather(self._log.catch_up(), self._constraints.catch_up())
         for name in names:
             g = self.cfg.group(name)
             reader = OffsetReader(self.cfg, g.offsets_group)
             await reader.start()
             self._state.readers[name] = reader
-            managed = await self._rebuild(name, view, epoch)
+            managed = await self._rebuild(name, view, epoch, stored.get(name))
             self._state.groups[name] = managed
             self.group_tasks[name] = asyncio.create_task(
                 self._supervise(name), name=f"group-{name}"
@@ -192,8 +194,15 @@ class Ownership:
         """Without HA there is no one to ask; with HA, the coordinator (``confirm``)."""
         return self.election is None or shard is None or await self.election.confirm(shard)
 
-    async def _rebuild(self, name: str, view: AssignmentView, epoch: int) -> ManagedGroup:
-        """The group's state from the records that count, with what presence was heard."""
+    async def _rebuild(
+        self,
+        name: str,
+        view: AssignmentView,
+        epoch: int,
+        overrides: ConstraintsRecord | None,
+    ) -> ManagedGroup:
+        """The group's state from the records that count, with what presence was heard,
+        under the config's constraints and ``overrides`` (the constraints topic's)."""
         records = {
             member: (view.order[(name, member)], logged.record)
             for member, logged in view.group_records(name).items()
@@ -210,7 +219,6 @@ class Ownership:
         tuning = self.cfg.rebalance.tuning(self.cfg.lag)
         heard = self._state.heard.get(name, {})
         capacities = {m: p.capacity for m, p in heard.items()}
-        overrides = (await self._constraints.catch_up()).get(name)
         state = GroupState(
             name,
             tuning,
@@ -267,9 +275,10 @@ class Ownership:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(self.publisher_for(name).flush(), 10)
                 epoch = self._state.groups[name].epoch
-                self._state.groups[name] = await self._rebuild(
-                    name, await self._log.catch_up(), epoch
+                view, stored = await asyncio.gather(
+                    self._log.catch_up(), self._constraints.catch_up()
                 )
+                self._state.groups[name] = await self._rebuild(name, view, epoch, stored.get(name))
                 log.info("group_rebuilt", group=name, epoch=epoch)
                 return
             except Exception as exc:
