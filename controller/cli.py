@@ -405,10 +405,20 @@ def _add_operator_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     )
     p.add_argument("group", help="consumer group name")
     p.add_argument(
-        "--pin", action="append", type=_pin_arg, default=[], metavar="TOPIC:PARTITION=MEMBER"
+        "--pin",
+        action="append",
+        type=_pin_arg,
+        default=[],
+        metavar="TOPIC:PARTITION=MEMBER",
+        help="keep a partition on this member (repeatable)",
     )
     p.add_argument(
-        "--unpin", action="append", type=_partition_arg, default=[], metavar="TOPIC:PARTITION"
+        "--unpin",
+        action="append",
+        type=_partition_arg,
+        default=[],
+        metavar="TOPIC:PARTITION",
+        help="let a pinned partition move again",
     )
     p.add_argument(
         "--max-partitions",
@@ -418,7 +428,13 @@ def _add_operator_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
         metavar="MEMBER=COUNT",
         help="cap a member's partitions, its pins included",
     )
-    p.add_argument("--no-max-partitions", action="append", default=[], metavar="MEMBER")
+    p.add_argument(
+        "--no-max-partitions",
+        action="append",
+        default=[],
+        metavar="MEMBER",
+        help="lift a member's cap",
+    )
     p.add_argument(
         "--rack",
         action="append",
@@ -427,7 +443,13 @@ def _add_operator_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
         metavar="MEMBER=RACK",
         help="treat a member as in this rack, whatever client.rack it declares",
     )
-    p.add_argument("--no-rack", action="append", default=[], metavar="MEMBER")
+    p.add_argument(
+        "--no-rack",
+        action="append",
+        default=[],
+        metavar="MEMBER",
+        help="drop a rack override; the member's declared client.rack counts again",
+    )
     _api_options(p)
     p.set_defaults(func=_cmd_constraints)
 
