@@ -72,13 +72,25 @@ from .events import (
     PartitionsChanged,
     SubscriptionChanged,
 )
-from .ids import LAG_SHIFT, PART_BITS, PART_MASK, PID_MASK, Claims, TopicIds, pid_of, topic_of
+from .ids import (
+    LAG_SHIFT,
+    PART_BITS,
+    PART_MASK,
+    PID_MASK,
+    Claims,
+    TopicIds,
+    pid_of,
+    runs,
+    topic_of,
+)
 from .placement import (
     deal_uniform,
     greedy_place_of,
     heaviest_first_array,
     keep_uniform,
+    level_place,
     snake_places,
+    subscriber_indexes,
     weight_array,
 )
 from .policy import DEFAULT_POLICY, LagPolicy
@@ -339,6 +351,10 @@ class IncrementalAssignor:
                     return start.dealt()
                 if start.free and not start.weighted:
                     return start.kept_uniform()
+                if start.levelable:
+                    leveled = start.leveled_result()
+                    if leveled is not None:
+                        return leveled
             elif start.final:  # nothing to even out, and no swap can improve the rack deal
                 return start.dealt_by_rack()
             eng, change = start.engine(policy)
@@ -1588,6 +1604,39 @@ class _Start:
         capacities or constraints, which the plain deal ignores) it is done."""
         return self.fresh and self.free and not self.weighted
 
+    @property
+    def levelable(self) -> bool:
+        """Fresh, mixed subscriptions and nothing but counts to balance: ``level_place``
+        places the group balanced at once (placing and repairing partition by partition
+        took 1.2 s at 10 000 members over 100 topics)."""
+        return (
+            self.fresh
+            and not self.uniform
+            and not self.weighted
+            and self.capacities is None
+            and not self.constraints
+        )
+
+    def leveled(self) -> tuple[NDArray[np.intp], NDArray[np.intp], bool]:
+        """``level_place``'s result as places in ``every()`` grouped by member (ascending
+        within each) with each member's end, and whether it is balanced."""
+        spec = self.spec
+        n = len(spec.members)
+        sizes = [spec.partitions_per_topic[t] for t in spec.topics]
+        offsets = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
+        owner, balanced = level_place(subscriber_indexes(spec), offsets, n)
+        ends = np.cumsum(np.bincount(owner, minlength=n))
+        return np.argsort(owner, kind="stable"), ends, balanced
+
+    def leveled_result(self) -> Assignment | None:
+        """The final result when ``levelable`` and the leveling balanced the group."""
+        places, ends, balanced = self.leveled()
+        if not balanced:
+            return None
+        every = np.empty(len(places), object)  # of tuples, not a 2-D array of their fields
+        every[:] = self.partitions()
+        return dict(zip(self.spec.members, runs(every[places], ends), strict=True))
+
     def partitions(self) -> list[TopicPartition]:
         """Every subscribed partition, topic after topic (the order of ``every()``)."""
         return list(chain.from_iterable(map(self.spec.partitions, self.spec.topics)))
@@ -1631,12 +1680,24 @@ class _Start:
                     out[m] = ids.tps(kept.get(m, []))
         return out  # type: ignore[return-value]
 
-    def initial(self) -> tuple[dict[str, list[int]], dict[str, tuple[list[int], int]] | None]:
-        """Each member's starting pids and, when a lag-ordered deal made them, its
-        ``by_lag`` entries and total lag (so the build need not look lag up again)."""
-        spec, ids = self.spec, self.ids
+    def initial(
+        self,
+    ) -> tuple[dict[str, list[int]], dict[str, tuple[list[int], int]] | None, bool]:
+        """Each member's starting pids; when a lag-ordered deal made them, its ``by_lag``
+        entries and total lag (so the build need not look lag up again); and whether
+        they are count-balanced already (no repair to run)."""
+        spec = self.spec
         if self.claims:
-            return self.claims.by_member(), None
+            return self.claims.by_member(), None, False
+        if self.levelable:
+            places, ends, balanced = self.leveled()
+            every = self.every()
+            return dict(zip(spec.members, runs(every[places], ends), strict=True)), None, balanced
+        return *self._placed(), self.uniform and not self.constraints
+
+    def _placed(self) -> tuple[dict[str, list[int]], dict[str, tuple[list[int], int]] | None]:
+        """A fresh placement but the leveled one."""
+        spec, ids = self.spec, self.ids
         effective = self.plag if self.lag_aware else None
         counts = spec.partitions_per_topic
         if self.capacities is not None:
@@ -1732,16 +1793,21 @@ class _Start:
             initial = {m: every[places].tolist() for m, places in dealt.items()}
             eng._bulk_load(spec.members, spec.topics_of, initial)
             eng._adopt_racks(self.racks, every[misplaced].tolist(), align=False)
+            balanced = True
         else:
+            placed, weighed, balanced = self.initial()
             eng._bulk_load(
-                spec.members, spec.topics_of, *self.initial(), capacities=self.capacities
+                spec.members, spec.topics_of, placed, weighed, capacities=self.capacities
             )
             if self.racks is not None:
                 eng._adopt_racks(self.racks, self.misplaced(eng._owner), align=True)
+                # A swap keeps counts, but with mixed subscriptions may hand a topic to a
+                # member above one of its subscribers: the repair looks again.
+                balanced = balanced and self.uniform
         if self.constraints:
             eng._constrain(self.constraints)
         budget = 4 * len(spec.members) + 64 if self.fresh else policy.max_moves
-        work = () if self.fresh and self.uniform and not self.constraints else eng._violators()
+        work = () if balanced else eng._violators()
         change = eng._settle(work, lag_budget=budget, count_lag_moves=not self.fresh)
         return eng, change
 

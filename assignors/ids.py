@@ -342,8 +342,9 @@ class Claims:
         return dict(zip(self.members, runs(self.pids, self.ends), strict=True))
 
 
-def runs(flat: NDArray[np.int64], ends: NDArray[np.intp]) -> Iterator[list[int]]:
-    """``flat`` cut at ``ends`` into lists of ints: run ``i`` is ``flat[ends[i-1]:ends[i]]``."""
+def runs(flat: NDArray[Any], ends: NDArray[np.intp]) -> Iterator[list[Any]]:
+    """``flat`` cut at ``ends`` into lists (of ints, or of the objects of an object array):
+    run ``i`` is ``flat[ends[i-1]:ends[i]]``."""
     values, stops = flat.tolist(), ends.tolist()
     return map(values.__getitem__, map(slice, [0, *stops[:-1]], stops))
 
