@@ -86,6 +86,7 @@ from .ids import (
 from .placement import (
     deal_uniform,
     greedy_place_of,
+    grouped,
     heaviest_first_array,
     keep_uniform,
     level_place,
@@ -1606,36 +1607,54 @@ class _Start:
 
     @property
     def levelable(self) -> bool:
-        """Fresh, mixed subscriptions and nothing but counts to balance: ``level_place``
-        places the group balanced at once (placing and repairing partition by partition
-        took 1.2 s at 10 000 members over 100 topics)."""
+        """Mixed subscriptions and nothing but counts to balance: ``level_place`` places
+        and balances the group in array passes (placing and repairing partition by
+        partition took 1.2 s at 10 000 members over 100 topics)."""
         return (
-            self.fresh
-            and not self.uniform
+            not self.uniform
             and not self.weighted
             and self.capacities is None
             and not self.constraints
         )
 
-    def leveled(self) -> tuple[NDArray[np.intp], NDArray[np.intp], bool]:
-        """``level_place``'s result as places in ``every()`` grouped by member (ascending
-        within each) with each member's end, and whether it is balanced."""
-        spec = self.spec
+    def leveled(self) -> tuple[NDArray[np.int64], NDArray[np.int64], bool]:
+        """``level_place``'s result, from the claims when there are any, as the member
+        index of each place in ``every()``; the same before it (-1: unowned); and
+        whether it is balanced."""
+        spec, ids, claims = self.spec, self.ids, self.claims
         n = len(spec.members)
         sizes = [spec.partitions_per_topic[t] for t in spec.topics]
         offsets = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
-        owner, balanced = level_place(subscriber_indexes(spec), offsets, n)
-        ends = np.cumsum(np.bincount(owner, minlength=n))
-        return np.argsort(owner, kind="stable"), ends, balanced
+        kept = np.full(int(offsets[-1]), -1, dtype=np.int64)
+        if claims:
+            start = np.zeros(len(ids.names), dtype=np.int64)
+            start[[ids.index[t] for t in spec.topics]] = offsets[:-1]
+            position = {m: i for i, m in enumerate(spec.members)}
+            holder = np.fromiter(map(position.__getitem__, claims.members), np.int64)
+            pids = claims.pids
+            kept[start[pids >> PART_BITS] + (pids & PART_MASK)] = np.repeat(
+                holder, np.diff(claims.ends, prepend=0)
+            )
+        owner, balanced = level_place(subscriber_indexes(spec), offsets, n, kept)
+        return owner, kept, balanced
 
     def leveled_result(self) -> Assignment | None:
-        """The final result when ``levelable`` and the leveling balanced the group."""
-        places, ends, balanced = self.leveled()
+        """The final result when ``levelable`` and the leveling balanced the group; with
+        claims, only the members whose partitions changed get new lists."""
+        owner, kept, balanced = self.leveled()
         if not balanced:
             return None
-        every = np.empty(len(places), object)  # of tuples, not a 2-D array of their fields
-        every[:] = self.partitions()
-        return dict(zip(self.spec.members, runs(every[places], ends), strict=True))
+        members = self.spec.members
+        places, ends = grouped(owner, len(members))
+        if not self.claims:
+            every = np.empty(len(places), object)  # of tuples, not a 2-D array of fields
+            every[:] = self.partitions()
+            return dict(zip(members, runs(every[places], ends), strict=True))
+        moved = np.flatnonzero(owner != kept)
+        touched = np.union1d(owner[moved], kept[moved][kept[moved] >= 0]).tolist()
+        pids = self.every()[places]
+        starts = np.concatenate(([0], ends[:-1]))
+        return self._kept_but({members[i]: pids[starts[i] : ends[i]].tolist() for i in touched})
 
     def partitions(self) -> list[TopicPartition]:
         """Every subscribed partition, topic after topic (the order of ``every()``)."""
@@ -1669,8 +1688,13 @@ class _Start:
             owned = np.zeros(sum(counts.values()), dtype=bool)
             owned[ids.dense(counts, claims.pids)] = True
             unowned = every[~owned[ids.dense(counts, every)]]
-        changed = keep_uniform(spec.members, claims, unowned)
-        out: dict[str, list[TopicPartition] | None] = dict.fromkeys(spec.members)
+        return self._kept_but(keep_uniform(spec.members, claims, unowned))
+
+    def _kept_but(self, changed: Mapping[str, list[int]]) -> Assignment:
+        """Every member's claim, but ``changed``: the caller's own partition objects are
+        handed back where a claim was kept whole."""
+        ids, claims = self.ids, self.claims
+        out: dict[str, list[TopicPartition] | None] = dict.fromkeys(self.spec.members)
         out.update(claims.given)
         out.update(zip(changed, map(ids.tps, changed.values()), strict=True))
         if None in out.values():
@@ -1690,9 +1714,10 @@ class _Start:
         if self.claims:
             return self.claims.by_member(), None, False
         if self.levelable:
-            places, ends, balanced = self.leveled()
-            every = self.every()
-            return dict(zip(spec.members, runs(every[places], ends), strict=True)), None, balanced
+            owner, _, balanced = self.leveled()
+            places, ends = grouped(owner, len(spec.members))
+            placed = dict(zip(spec.members, runs(self.every()[places], ends), strict=True))
+            return placed, None, balanced
         return *self._placed(), self.uniform and not self.constraints
 
     def _placed(self) -> tuple[dict[str, list[int]], dict[str, tuple[list[int], int]] | None]:

@@ -264,8 +264,13 @@ class TopicIds:
         if all(fs.issuperset(spec.partitions_per_topic) for fs in sets):
             return np.ones(len(pids), dtype=bool)
         allowed = np.zeros((len(sets), len(self.names)), dtype=bool)
-        for row, fs in enumerate(sets):
-            allowed[row, [self.index[t] for t in fs if t in self.index]] = True
+        lengths = np.fromiter(map(len, sets), np.intp, len(sets))
+        topic = np.fromiter(
+            map(self.index.get, chain.from_iterable(sets), repeat(-1)), np.intp, int(lengths.sum())
+        )
+        row = np.repeat(np.arange(len(sets), dtype=np.intp), lengths)
+        known = topic >= 0
+        allowed[row[known], topic[known]] = True
         row_of = dict(zip(sets, range(len(sets)), strict=True))
         rows = np.fromiter(
             map(row_of.__getitem__, map(spec.topics_of.__getitem__, members)), np.intp, len(members)

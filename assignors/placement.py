@@ -83,6 +83,7 @@ def level_place(
     subscribers: Sequence[NDArray[np.int64]],
     offsets: NDArray[np.int64],
     members: int,
+    kept: NDArray[np.int64] | None = None,
     max_sweeps: int = 64,
 ) -> tuple[NDArray[np.int64], bool]:
     """KIP-49's greedy placement brought to balance as KIP-54 defines it (no member holds
@@ -91,10 +92,12 @@ def level_place(
 
     Returns the member index of every partition, topic after topic (topic ``t`` at
     ``offsets[t] .. offsets[t+1] - 1``; ``subscribers[t]`` its subscribers, ascending), and
-    whether it is balanced. The first sweep is ``greedy_place`` without lag, exactly:
-    topics most constrained first, each one's partitions in order to the least loaded
-    subscriber (ties: lowest index), which is a water-filling of the topic onto the loads
-    so far (the least loaded rise to a common level L, the lowest indexes to L + 1).
+    whether it is balanced. ``kept``, in the same layout, is a sticky start: the member
+    keeping each partition, or -1. The first sweep is ``greedy_place`` without lag,
+    exactly, over what nobody keeps: topics most constrained first, each one's partitions
+    in order to the least loaded subscriber (ties: lowest index), which is a
+    water-filling of them onto the loads so far (the least loaded rise to a common level
+    L, the lowest indexes to L + 1).
     Then only topics whose rule is broken are refilled onto their subscribers' loads from
     the other topics (those already holding more keep the L + 1 places) and re-dealt with
     the least movement; after that every holder of the topic has at most one partition
@@ -104,8 +107,8 @@ def level_place(
     A hundred topics over ten thousand members take a few passes per topic, where
     repairing the greedy start partition by partition took a second.
     """
-    owner = np.empty(int(offsets[-1]), dtype=np.int64)
-    load = np.zeros(members, dtype=np.int64)
+    owner = np.full(int(offsets[-1]), -1, dtype=np.int64) if kept is None else kept.copy()
+    load = np.bincount(owner[owner >= 0], minlength=members)
     order = sorted(
         (t for t, subs in enumerate(subscribers) if len(subs) and offsets[t + 1] > offsets[t]),
         key=lambda t: (len(subscribers[t]), offsets[t] - offsets[t + 1], t),
@@ -113,12 +116,15 @@ def level_place(
     for t in order:
         subs, loads = subscribers[t], load[subscribers[t]]
         mine = owner[offsets[t] : offsets[t + 1]]
-        filled = _water_fill(loads, np.zeros_like(loads), len(mine))
+        free = np.flatnonzero(mine < 0)
+        if not len(free):
+            continue
+        filled = _water_fill(loads, np.zeros_like(loads), len(free))
         # Partition k goes where greedy's k-th pick lands: slots by (load then, index).
         taker = np.repeat(subs, filled)
         first = np.repeat(np.cumsum(filled) - filled, filled)
         level = np.repeat(loads, filled) + np.arange(len(taker)) - first
-        mine[:] = taker[np.lexsort((taker, level))]
+        mine[free] = taker[np.lexsort((taker, level))]
         load[subs] += filled
     for _ in range(max_sweeps):
         changed = False
@@ -135,6 +141,12 @@ def level_place(
         if not changed:
             return owner, True
     return owner, False
+
+
+def grouped(owner: NDArray[np.int64], members: int) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """``owner``'s places grouped by member (ascending within each), and each member's end
+    in that order."""
+    return np.argsort(owner, kind="stable"), np.cumsum(np.bincount(owner, minlength=members))
 
 
 def _water_fill(

@@ -4,6 +4,7 @@ the least-movement rebalance, and the greedy start leveled to KIP-54 balance."""
 from __future__ import annotations
 
 import heapq
+import operator
 from functools import partial
 
 import numpy as np
@@ -15,7 +16,7 @@ from numpy.typing import NDArray
 from assignors import IncrementalAssignor, TopicPartition, assign, engine
 from assignors.ids import Claims
 from assignors.placement import greedy_place, keep_uniform, level_place, subscriber_indexes
-from assignors.quality import evaluate
+from assignors.quality import evaluate, is_balanced
 from assignors.spec import GroupSpec, build_spec
 
 from .strategies_hyp import groups
@@ -144,6 +145,34 @@ def test_level_place_fixes_a_greedy_start_that_breaks_the_rule() -> None:
     assert _broken_topics(spec, _by_member(spec, owner)) == []
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(group=groups(uniform=False), data=st.data())
+def test_leveling_from_claims_keeps_them_where_balance_allows(
+    group: tuple[dict[str, int], dict[str, list[str]]], data: st.DataObject
+) -> None:
+    """With ``current``, what is kept starts where it was: orphans go to the least loaded
+    and only broken topics move. A member whose claim is untouched gets the caller's own
+    list back, and a balanced result handed in is kept as it is."""
+    ppt, subs = group
+    settled = assign("sticky", ppt, subs)
+    # Another balanced result (names reversed): kept exactly, as every balanced claim is.
+    names = sorted(subs)
+    renamed = dict(zip(names, reversed(names), strict=True))
+    other = assign("sticky", ppt, {renamed[m]: subs[m] for m in names})
+    other = {m: other[renamed[m]] for m in names}
+    assert assign("sticky", ppt, subs, current=other) == other
+    leaving = data.draw(st.sampled_from(sorted(subs)))
+    current = {m: list(parts) for m, parts in settled.items() if m != leaving}
+    staying = {m: subs[m] for m in current}
+    if not staying:
+        return
+    got = assign("sticky", ppt, staying, current=current)
+    assert is_balanced(got, staying)
+    for m, parts in got.items():
+        if parts == current[m]:
+            assert all(map(operator.is_, parts, current[m]))
+
+
 def test_sticky_falls_back_to_the_engines_repair_when_leveling_gives_up(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -152,8 +181,10 @@ def test_sticky_falls_back_to_the_engines_repair_when_leveling_gives_up(
     give_up = partial(level_place, max_sweeps=0)
     monkeypatch.setattr(engine, "level_place", give_up)
     ppt, subs = UNEVEN
+    unbalanced = {"m0": [TopicPartition("b", 0), TopicPartition("a", 2)], "m2": [], "m3": []}
     for got in (
         assign("sticky", ppt, subs),
+        assign("sticky", ppt, subs, current=unbalanced),
         IncrementalAssignor.from_snapshot(ppt, subs)[0].assignment(),
     ):
         assert evaluate(got, ppt, subs).balanced
