@@ -130,12 +130,13 @@ def level_place(
         changed = False
         for t in order:
             subs, mine = subscribers[t], owner[offsets[t] : offsets[t + 1]]
-            held = np.bincount(mine, minlength=members)[subs]
+            # Counts per subscriber in O(partitions of the topic), not O(members).
+            held = np.bincount(np.searchsorted(subs, mine), minlength=len(subs))
             loads = load[subs]
             if loads[held > 0].max() <= loads.min() + 1:
                 continue
             filled = _water_fill(loads - held, held, len(mine))
-            _redeal(mine, subs, held, filled, members)
+            _redeal(mine, subs, held, filled)
             load[subs] += filled - held
             changed = True
         if not changed:
@@ -174,17 +175,14 @@ def _redeal(
     subs: NDArray[np.int64],
     before: NDArray[np.int64],
     after: NDArray[np.int64],
-    members: int,
 ) -> None:
     """One topic's ``owner`` (a view) from counts ``before`` to ``after`` with the least
     movement: members losing give up their highest partitions, and those gaining take
     them lowest first, in member order."""
-    quota = np.zeros(members, dtype=np.int64)
-    quota[subs] = after
     grouped = np.argsort(owner, kind="stable")
     held_by = owner[grouped]
     rank = np.arange(len(owner)) - np.searchsorted(held_by, held_by, side="left")
-    freed = np.sort(grouped[rank >= quota[held_by]])
+    freed = np.sort(grouped[rank >= after[np.searchsorted(subs, held_by)]])
     owner[freed] = np.repeat(subs, np.maximum(after - before, 0))
 
 
