@@ -282,8 +282,11 @@ async def test_rolling_restart_moves_nothing(
         generation = c.view()["generation"]
         before = c.granted()
         for w in ("a", "b"):
+            seen = c.view()["generation"]
             c.signal_worker(w, signal.SIGTERM)
             c.start_worker(w, restart=True)
+            # Settled alone can hold before the controller has heard of the restart.
+            await c.published_after(seen)
             await c.settled(2)
         # One publication per restart: the member's grant, unchanged, issued to the new
         # process (docs/fencing.md, "Restarts").

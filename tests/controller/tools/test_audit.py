@@ -60,3 +60,13 @@ def test_uncovered_partition_and_long_gap() -> None:
     assert "final state: t-1 is not granted to anyone" in report.violations
     slow = [rec("a", 1, [0, 1], at=0.0), rec("a", 2, [0], at=1.0), rec("b", 3, [1], at=100.0)]
     assert any("ungranted for" in v for v in audit_group("g", slow, PPT, window=30).violations)
+
+
+def test_a_handoff_in_flight_at_the_end_of_a_live_log() -> None:
+    """Read from a running group, the log can end between a revoke and its grant."""
+    log = [rec("a", 1, [0, 1], at=10.0), rec("a", 2, [0], at=11.0)]
+    live = audit_group("g", log, PPT, window=5, clock=13.0)
+    assert live.ok, live.render()
+    assert live.in_flight == ["t-1 ungranted for 2.000s"]
+    stuck = audit_group("g", log, PPT, window=5, clock=17.0)
+    assert "final state: t-1 is not granted to anyone" in stuck.violations
