@@ -83,6 +83,7 @@ from .ids import (
     runs,
     topic_of,
 )
+from .lag_swap import exact, lags_of, nearest_swap
 from .placement import (
     deal_uniform,
     greedy_place_of,
@@ -215,6 +216,13 @@ def _even_share(a: _Member, b: _Member) -> float:
 def _peak(a: _Member, b: _Member, d: int) -> float:
     """The larger lag per unit of capacity after moving lag ``d`` from ``a`` to ``b``."""
     return max(a.share(a.lag - d), b.share(b.lag + d))
+
+
+def _peak_floor(a: _Member, b: _Member, half: float) -> float:
+    """The lowest ``_peak`` any whole lag moved from ``a`` to ``b`` can give: the peak
+    is convex in the lag moved and least at ``half`` (``_even_share``)."""
+    low = math.floor(half)
+    return min(_peak(a, b, low), _peak(a, b, low + 1))
 
 
 class IncrementalAssignor:
@@ -1147,9 +1155,16 @@ class IncrementalAssignor:
             spent += cost
 
     def _best_lag_step(self, a: _Member, allowance: int) -> _LagStep | None:
+        """The move or swap with the lowest resulting peak; the first found wins a tie.
+
+        Exact pruning: nothing with b can end below ``_peak_floor(a, b)``, so once the
+        best so far is at or under it, b is skipped, and a swap search stops on reaching
+        it; the first to reach a floor is what the full search would keep."""
         best: _LagStep | None = None
         tried = 0
         a_load = a.load()
+        a_top = self._entries(a)[-_SWAP_CANDIDATES:]
+        a_lags = lags_of(a_top, LAG_SHIFT) if allowance >= 2 and not a.pinned else None
         for b_load, b_name in self._by_lag:
             if tried >= self.policy.candidates or b_load >= a_load:
                 break
@@ -1157,33 +1172,65 @@ class IncrementalAssignor:
             if b is a:
                 continue
             tried += 1
+            half = _even_share(a, b)
+            floor = _peak_floor(a, b, half)
+            beat = a_load if best is None else best[0]
+            if beat <= floor:
+                continue
             # A move that keeps a and b balanced with each other: their counts trade
             # places (without capacities, b holds one partition less than a).
             if b.take_key()[0] <= a.key()[0]:
-                pid = self._pick(a, b, _even_share(a, b))
+                pid = self._pick(a, b, half)
                 if pid is not None:
                     peak = _peak(a, b, self._plag.get(pid, 0))
-                    if best is None or peak < best[0]:
-                        best = (peak, b, pid, None)
-            if allowance >= 2:
-                swap = self._best_swap(a, b)
-                if swap is not None and (best is None or swap[0] < best[0]):
+                    if peak < beat:
+                        best, beat = (peak, b, pid, None), peak
+            if allowance >= 2 and beat > floor:
+                swap = (
+                    self._swap_in_arrays(a, b, a_top, a_lags, half=half, beat=beat)
+                    if a_lags is not None
+                    and not b.pinned
+                    and a.tids == b.tids
+                    and exact(a.lag, b.lag)
+                    else self._best_swap(a, b, a_top, half=half, beat=beat, floor=floor)
+                )
+                if swap is not None:
                     best = (swap[0], b, swap[1], swap[2])
-        if best is None or best[0] >= a_load:
-            return None
         return best
 
-    def _best_swap(self, a: _Member, b: _Member) -> tuple[float, int, int] | None:
-        """The exchange p (of a) <-> q (of b) with lag(p) - lag(q) nearest the share
-        that evens the two out (half the gap without capacities)."""
-        half = _even_share(a, b)
-        a_load = a.load()
+    def _swap_in_arrays(
+        self,
+        a: _Member,
+        b: _Member,
+        a_top: list[int],
+        a_lags: list[int],
+        *,
+        half: float,
+        beat: float,
+    ) -> tuple[float, int, int] | None:
+        """``_best_swap`` for two members with the same topics and no pins, where it
+        needs no per-partition checks: the same pair, found in array passes."""
+        b_entries = self._entries(b)
+        found = nearest_swap(
+            a_lags, lags_of(b_entries, LAG_SHIFT), half, (a.lag, b.lag), (a.capacity, b.capacity)
+        )
+        if found is None or found[0] >= beat:
+            return None
+        peak, i, k = found
+        return peak, a_top[i] & PID_MASK, b_entries[k] & PID_MASK
+
+    def _best_swap(
+        self, a: _Member, b: _Member, a_top: list[int], *, half: float, beat: float, floor: float
+    ) -> tuple[float, int, int] | None:
+        """The exchange p (of a's ``a_top``) <-> q (of b) with lag(p) - lag(q) nearest
+        ``half``, the share that evens the two out, if its peak is below ``beat``; it
+        stops early at ``floor``, the lowest peak any exchange can reach."""
         b_entries = self._entries(b)
         if not b_entries:
             return None
         best: tuple[float, int, int] | None = None
         a_tids, b_tids = a.tids, b.tids
-        for e_p in self._entries(a)[-_SWAP_CANDIDATES:]:
+        for e_p in a_top:
             p = e_p & PID_MASK
             if p >> PART_BITS not in b_tids or p in a.pinned:
                 continue
@@ -1197,8 +1244,10 @@ class IncrementalAssignor:
                     d = w_p - (e_q >> LAG_SHIFT)
                     if d > 0 and q >> PART_BITS in a_tids and q not in b.pinned:
                         peak = _peak(a, b, d)
-                        if peak < a_load and (best is None or peak < best[0]):
-                            best = (peak, p, q)
+                        if peak < beat:
+                            best, beat = (peak, p, q), peak
+                            if peak <= floor:
+                                return best
         return best
 
     def _apply_lag_step(self, a: _Member, step: _LagStep) -> int:
