@@ -37,7 +37,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import chain, filterfalse, repeat, takewhile
+from itertools import chain, filterfalse, islice, repeat, takewhile
 from operator import attrgetter, lshift, or_, sub
 
 import numpy as np
@@ -901,6 +901,9 @@ class IncrementalAssignor:
             orphans.sort(key=lambda pid: (-plag.get(pid, 0), pid))
         else:
             orphans.sort()
+        if self._uniform_plain():
+            self._orphans.clear()
+            return self._deal_orphans(orphans)
         receivers: list[str] = []
         for pid in orphans:
             key = self._min_subscriber(pid >> PART_BITS)
@@ -913,6 +916,42 @@ class IncrementalAssignor:
             receivers.append(key[2])
         self._orphans.clear()
         return receivers
+
+    def _uniform_plain(self) -> bool:
+        """Identical subscriptions, no capacities, pins or caps: every member takes any
+        partition, and ``_load``'s order is the receivers' order too."""
+        n = len(self._members)
+        return (
+            not (self._pins or self._caps or self._weighted)
+            and n > 0
+            and all(len(subs) == n for subs in self._subs.values() if subs)
+        )
+
+    def _deal_orphans(self, orphans: list[int]) -> list[str]:
+        """``_place_orphans``' loop for ``_uniform_plain`` groups, with the indexes
+        touched once per receiver instead of once per partition. Each orphan goes to the
+        least-loaded member as that loop finds it: k orphans can only reach the k first
+        members of ``_load`` (one further down is least loaded only after every member
+        before it took one), so those are dealt to from a small heap of their own."""
+        members, owner, before = self._members, self._owner, self._before_owner
+        plag = self._plag if self.lag_aware else {}
+        # ``_load`` holds (2c - 1, lag, name); a receiver's key is (2c + 1, lag, name).
+        heap = [(give + 2, lag, name) for give, lag, name in islice(self._load, len(orphans))]
+        dealt: dict[str, list[int]] = {}
+        for pid in orphans:
+            c2, lag, name = heap[0]
+            heapq.heapreplace(heap, (c2 + 2, lag + plag.get(pid, 0), name))
+            dealt.setdefault(name, []).append(pid)
+        for name, pids in dealt.items():
+            m = members[name]
+            self._record_member(m)
+            self._detach(m)
+            for pid in pids:
+                before.setdefault(pid, None)
+                owner[pid] = name
+                self._insert_part(m, pid, plag.get(pid, 0))
+            self._attach(m)
+        return list(dealt)
 
     def _repair(self, work: Iterable[str]) -> None:
         self._rebalance_in_bulk()

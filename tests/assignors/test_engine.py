@@ -105,6 +105,28 @@ def test_mixed_event_sequences(events: list[object], lag_aware: bool) -> None:
     _replay(False, events, lag_aware)
 
 
+@SETTINGS
+@given(events=event_runs(uniform=True), lag_aware=st.booleans())
+def test_orphans_dealt_at_once_as_one_at_a_time(events: list[object], lag_aware: bool) -> None:
+    """With identical subscriptions orphans are dealt from a heap of the first members
+    of the load index; each change is what placing them one at a time gives."""
+    ppt = {t: 4 for t in TOPICS[:3]}
+    dealt = IncrementalAssignor(ppt, lag_aware=lag_aware)
+    placed = IncrementalAssignor(ppt, lag_aware=lag_aware)
+    placed._uniform_plain = lambda: False  # type: ignore[method-assign]
+    for event in events:
+        assert dealt.apply([event]) == placed.apply([event])  # type: ignore[list-item]
+
+
+def test_more_orphans_than_members() -> None:
+    """Thirty new partitions for three members: each takes ten, as one at a time."""
+    eng, _ = IncrementalAssignor.from_snapshot({"t": 30}, {f"m{i}": ["t"] for i in range(3)})
+    change = eng.apply([PartitionsChanged("t", 60)])
+    assert sorted(change.assignments) == ["m0", "m1", "m2"]
+    assert [len(v) for v in change.assignments.values()] == [20, 20, 20]
+    assert change.moved == 0
+
+
 def test_join_batch_coalesces_into_one_change() -> None:
     eng = IncrementalAssignor({"t": 12})
     change = eng.apply([MemberJoined(f"m{i}", frozenset({"t"})) for i in range(4)])
