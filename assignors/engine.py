@@ -901,9 +901,15 @@ class IncrementalAssignor:
             orphans.sort(key=lambda pid: (-plag.get(pid, 0), pid))
         else:
             orphans.sort()
-        if self._uniform_plain():
-            self._orphans.clear()
+        self._orphans.clear()
+        plain = not (self._pins or self._caps or self._weighted)
+        if plain and self._members and self._identical():
             return self._deal_orphans(orphans)
+        return self._place_one_by_one(orphans)
+
+    def _place_one_by_one(self, orphans: list[int]) -> list[str]:
+        """Each orphan to the least-loaded subscriber of its topic, through the
+        topic-group heaps; the receivers, in order."""
         receivers: list[str] = []
         for pid in orphans:
             key = self._min_subscriber(pid >> PART_BITS)
@@ -914,42 +920,39 @@ class IncrementalAssignor:
                 continue
             self._move(pid, key[2])
             receivers.append(key[2])
-        self._orphans.clear()
         return receivers
 
-    def _uniform_plain(self) -> bool:
-        """Identical subscriptions, no capacities, pins or caps: every member takes any
-        partition, and ``_load``'s order is the receivers' order too."""
+    def _identical(self) -> bool:
+        """Identical subscriptions: every topic with subscribers has every member."""
         n = len(self._members)
-        return (
-            not (self._pins or self._caps or self._weighted)
-            and n > 0
-            and all(len(subs) == n for subs in self._subs.values() if subs)
-        )
+        return all(len(subs) == n for subs in self._subs.values() if subs)
 
     def _deal_orphans(self, orphans: list[int]) -> list[str]:
-        """``_place_orphans``' loop for ``_uniform_plain`` groups, with the indexes
-        touched once per receiver instead of once per partition. Each orphan goes to the
-        least-loaded member as that loop finds it: k orphans can only reach the k first
-        members of ``_load`` (one further down is least loaded only after every member
-        before it took one), so those are dealt to from a small heap of their own."""
+        """``_place_one_by_one`` where every member may take any partition and no
+        capacity, pin or cap is declared (so ``_load``'s order is the receivers' order
+        too), with the indexes touched once per receiver instead of once per partition.
+        Each orphan goes to the least-loaded member as that loop finds it: k orphans can
+        only reach the k first members of ``_load`` (one further down is least loaded
+        only after every member before it took one), so those are dealt to from a small
+        heap of their own."""
         members, owner, before = self._members, self._owner, self._before_owner
         plag = self._plag if self.lag_aware else {}
         # ``_load`` holds (2c - 1, lag, name); a receiver's key is (2c + 1, lag, name).
         heap = [(give + 2, lag, name) for give, lag, name in islice(self._load, len(orphans))]
-        dealt: dict[str, list[int]] = {}
+        dealt: dict[str, list[tuple[int, int]]] = {}
         for pid in orphans:
+            weight = plag.get(pid, 0)
             c2, lag, name = heap[0]
-            heapq.heapreplace(heap, (c2 + 2, lag + plag.get(pid, 0), name))
-            dealt.setdefault(name, []).append(pid)
-        for name, pids in dealt.items():
+            heapq.heapreplace(heap, (c2 + 2, lag + weight, name))
+            dealt.setdefault(name, []).append((pid, weight))
+        for name, taken in dealt.items():
             m = members[name]
             self._record_member(m)
             self._detach(m)
-            for pid in pids:
+            for pid, weight in taken:
                 before.setdefault(pid, None)
                 owner[pid] = name
-                self._insert_part(m, pid, plag.get(pid, 0))
+                self._insert_part(m, pid, weight)
             self._attach(m)
         return list(dealt)
 
@@ -999,8 +1002,7 @@ class IncrementalAssignor:
         # Pins and caps bound single members: the repair loop honours them move by move.
         if self._pins or self._caps or n < 2 or load[-1][0] - load[0][0] < 2 * _BULK_SPREAD:
             return
-        # Identical subscriptions: every topic with subscribers has all members.
-        if any(len(subs) != n for subs in self._subs.values() if subs):
+        if not self._identical():
             return
         total = len(self._owner)
         if self._weighted:

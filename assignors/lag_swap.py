@@ -57,13 +57,9 @@ def nearest_swap(
     k = np.where(inside, k, 0)
     d = np.repeat(wa, 2) - wb[k]
     ok = inside & (d > 0)
+    # Below ``EXACT`` the quotients are the engine's ``_peak`` exactly (over 1: the ints).
     ca, cb = capacities
-    if ca == 1 and cb == 1:
-        peak = np.maximum(a_load - d, b_load + d)
-        peak = np.where(ok, peak, np.iinfo(np.int64).max)
-    else:
-        peak = np.maximum((a_load - d) / ca, (b_load + d) / cb)
-        peak = np.where(ok, peak, math.inf)
+    peak = np.where(ok, np.maximum((a_load - d) / ca, (b_load + d) / cb), math.inf)
     best = int(np.argmin(peak))
     if not ok[best]:
         return None

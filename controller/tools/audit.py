@@ -132,9 +132,8 @@ def audit_group(
                 if tp in owner:
                     continue
                 since = ungranted_since.get(tp)
-                open_for = None if clock is None or since is None else max(clock, since) - since
-                if open_for is not None and open_for <= window:
-                    report.in_flight.append(f"{topic}-{p} ungranted for {open_for:.3f}s")
+                if clock is not None and since is not None and clock - since <= window:
+                    report.in_flight.append(f"{topic}-{p} ungranted for {clock - since:.3f}s")
                 else:
                     report.violations.append(f"final state: {topic}-{p} is not granted to anyone")
     if report.longest_gap_s > window:

@@ -62,7 +62,7 @@ def test_arrays_pick_the_loops_pair(capacities: bool) -> None:
     assert compared > 500
 
 
-def test_beyond_float64_precision_stays_with_the_loop() -> None:
+def test_exact_bounds_the_sum_of_loads() -> None:
     assert exact(EXACT // 2, EXACT // 2 - 1)
     assert not exact(EXACT // 2, EXACT // 2)
 
