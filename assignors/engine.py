@@ -38,7 +38,7 @@ from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain, filterfalse, islice, repeat, takewhile
-from operator import attrgetter, lshift, or_, sub
+from operator import attrgetter, lshift, neg, or_, sub
 
 import numpy as np
 from numpy.typing import NDArray
@@ -84,6 +84,7 @@ from .ids import (
     topic_of,
 )
 from .lag_swap import exact, lags_of, nearest_swap
+from .lag_table import LagTable
 from .placement import (
     deal_uniform,
     greedy_place_of,
@@ -200,6 +201,8 @@ class _Member:
 _lag_of = attrgetter("lag")
 _capacity_of = attrgetter("capacity")
 _by_lag_of = attrgetter("by_lag")
+#: The lag table of an engine that does not weigh lag: always empty.
+_NO_LAG = LagTable()
 
 #: A lag move or swap: (resulting peak lag, partner, pid from the top member, pid back).
 _LagStep = tuple[float, _Member, int, int | None]
@@ -243,7 +246,7 @@ class IncrementalAssignor:
         self._ids = TopicIds(sorted(self._ppt))
         self._members: dict[str, _Member] = {}
         self._owner: dict[int, str] = {}
-        self._plag: dict[int, int] = {}
+        self._plag = LagTable()
         #: topic id -> subscribing members.
         self._subs: dict[int, set[str]] = {}
         self._load: SortedList = SortedList()
@@ -392,7 +395,7 @@ class IncrementalAssignor:
         """Adopt a whole assignment at once (no pid twice; each list ascending unless
         the engine weighs lag). ``weighed`` gives a member's ``by_lag`` entries and total
         lag when the caller has them already."""
-        plag = self._plag if self.lag_aware else {}
+        plag = self._plag if self.lag_aware else _NO_LAG
         owner = self._owner
         by_topics: dict[frozenset[int], list[str]] = {}
         tids_of: dict[frozenset[str], frozenset[int]] = {}
@@ -406,7 +409,7 @@ class IncrementalAssignor:
             if weighed is not None:
                 by_lag, lag = weighed[name]
             elif plag:
-                weights = list(map(plag.get, parts, repeat(0)))
+                weights = plag.many(parts)
                 lag = sum(weights)
                 by_lag = list(map(or_, map(lshift, weights, repeat(LAG_SHIFT)), parts))
                 by_lag.sort()
@@ -458,10 +461,7 @@ class IncrementalAssignor:
             self._by_lag = SortedList(zip(map(_Member.load, members), self._members, strict=True))
             self._capacity_total = math.fsum(map(_capacity_of, members))
         else:
-            lags = list(map(_lag_of, members))
-            gives = [2 * len(by_lag) - 1 for by_lag in map(_by_lag_of, members)]
-            self._load = SortedList(zip(gives, lags, self._members, strict=True))
-            self._by_lag = SortedList(zip(lags, self._members, strict=True))
+            self._load, self._by_lag = _unweighted_indexes(self._members)
             self._capacity_total = len(self._members)
         self._gheap.clear()
         self._hheap = None
@@ -582,8 +582,8 @@ class IncrementalAssignor:
         return {name: m.lag for name, m in sorted(self._members.items())}
 
     def lag(self) -> dict[TopicPartition, int]:
-        pids = sorted(self._plag)
-        return dict(zip(self._ids.tps(pids), map(self._plag.__getitem__, pids), strict=True))
+        pids, values = self._plag.items()
+        return dict(zip(self._ids.tps(pids), values, strict=True))
 
     # ------------------------------------------------------------------ event handlers
 
@@ -696,7 +696,7 @@ class IncrementalAssignor:
             if pid in self._owner:
                 self._touched.add(self._owner[pid])
                 self._move(pid, None, vanished=True)
-            self._plag.pop(pid, None)
+        self._plag.discard(self._ids.span(topic, old, count))
         if self._subs.get(t):
             self._orphans.update(self._ids.span(topic, count, old))
         self._pin_work.update(pid for pid in self._pins if pid >> PART_BITS == t)
@@ -705,9 +705,7 @@ class IncrementalAssignor:
         """Re-weigh the changed readings. Costs O(readings) plus, per member touched, its
         index entries; when many members are touched the indexes are rebuilt once."""
         pids, values = self._ids.lag(lag, register=True)
-        plag = self._plag
-        olds = list(map(plag.get, pids, repeat(0)))
-        plag.update(zip(pids, values, strict=True))
+        olds = self._plag.swap(pids, values)
         if not self.lag_aware:
             return
         delta: dict[str, int] = {}
@@ -780,7 +778,7 @@ class IncrementalAssignor:
         """``m.by_lag`` in current weight order."""
         if m.stale:
             pids = list(map(pid_of, m.by_lag))
-            weights = map(lshift, map(self._plag.get, pids, repeat(0)), repeat(LAG_SHIFT))
+            weights = map(lshift, self._plag.many(pids), repeat(LAG_SHIFT))
             m.by_lag = sorted(map(or_, weights, pids))
             m.stale = False
         return m.by_lag
@@ -814,13 +812,12 @@ class IncrementalAssignor:
             pinned = self._enforce_pins()
             touched = self._place_orphans()
             self._repair([*work, *pinned, *touched])
-            # The repair may have made room under a cap for what had none.
-            while self._stranded and (placed := self._place_orphans()):
-                self._repair(placed)
+            self._place_stranded()
             if self._caps:
                 self._shed_excess()
         if self.lag_aware:
             self._rebalance_lag(lag_budget, eager=not count_lag_moves)
+            self._place_stranded()
         if self._racks:
             self._align({*self._before_owner, *self._rack_work})
         if self._racks or self._cross_rack:  # the swaps are in ``_before_owner`` now
@@ -828,6 +825,12 @@ class IncrementalAssignor:
         change = self._diff(count_lag_moves)
         self._begin()
         return change
+
+    def _place_stranded(self) -> None:
+        """Partitions left unassigned because every subscriber was at its cap, placed
+        as soon as a repair or a lag move has made room under a cap."""
+        while self._stranded and (placed := self._place_orphans()):
+            self._repair(placed)
 
     def _enforce_pins(self) -> list[str]:
         """Hand each pinned partition whose pin holds to its member and mark it there;
@@ -886,7 +889,6 @@ class IncrementalAssignor:
         """Give each unowned partition of a subscribed topic to its least-loaded subscriber,
         heaviest first (longest-processing-time order evens lag). Partitions whose every
         subscriber is at its cap stay unassigned, and are tried again each step."""
-        plag = self._plag if self.lag_aware else {}
         owner = self._owner
         pool = self._orphans | self._stranded if self._stranded else self._orphans
         self._stranded = set()
@@ -897,8 +899,9 @@ class IncrementalAssignor:
             and pid & PART_MASK < self._pcount(pid >> PART_BITS)
             and self._subs.get(pid >> PART_BITS)
         ]
-        if plag:
-            orphans.sort(key=lambda pid: (-plag.get(pid, 0), pid))
+        weights = self._weights(orphans)
+        if any(weights):
+            orphans = [pid for _, pid in sorted(zip(map(neg, weights), orphans, strict=True))]
         else:
             orphans.sort()
         self._orphans.clear()
@@ -922,6 +925,10 @@ class IncrementalAssignor:
             receivers.append(key[2])
         return receivers
 
+    def _weights(self, pids: list[int]) -> list[int]:
+        """The partitions' lag as this engine weighs it (0 when it does not)."""
+        return self._plag.many(pids) if self.lag_aware else [0] * len(pids)
+
     def _identical(self) -> bool:
         """Identical subscriptions: every topic with subscribers has every member."""
         n = len(self._members)
@@ -936,12 +943,10 @@ class IncrementalAssignor:
         only after every member before it took one), so those are dealt to from a small
         heap of their own."""
         members, owner, before = self._members, self._owner, self._before_owner
-        plag = self._plag if self.lag_aware else {}
         # ``_load`` holds (2c - 1, lag, name); a receiver's key is (2c + 1, lag, name).
         heap = [(give + 2, lag, name) for give, lag, name in islice(self._load, len(orphans))]
         dealt: dict[str, list[tuple[int, int]]] = {}
-        for pid in orphans:
-            weight = plag.get(pid, 0)
+        for pid, weight in zip(orphans, self._weights(orphans), strict=True):
             c2, lag, name = heap[0]
             heapq.heapreplace(heap, (c2 + 2, lag + weight, name))
             dealt.setdefault(name, []).append((pid, weight))
@@ -1615,8 +1620,7 @@ class _Start:
 
     spec: GroupSpec
     ids: TopicIds
-    plag: dict[int, int]
-    #: ``plag`` as the caller gave it: pids and values in the lag map's order.
+    #: The validated lag map: pids and values in its order.
     readings: tuple[list[int], list[int]]
     lag_aware: bool
     claims: Claims
@@ -1655,12 +1659,10 @@ class _Start:
         elif lag:  # validated all the same: a bad lag map is a caller bug either way
             check_lag(lag)
         claims = ids.claims(spec, current)
-        plag = dict(zip(*readings, strict=True))
         capacities = build_capacities(spec, member_capacities)
         return cls(
             spec,
             ids,
-            plag,
             readings,
             lag_aware,
             claims,
@@ -1682,7 +1684,7 @@ class _Start:
     @property
     def weighted(self) -> bool:
         """Lag can change the result."""
-        return self.lag_aware and any(self.plag.values())
+        return self.lag_aware and any(self.readings[1])
 
     @property
     def free(self) -> bool:
@@ -1810,25 +1812,29 @@ class _Start:
             return placed, None, balanced
         return *self._placed(), self.uniform and not self.constraints
 
+    def _lag_map(self) -> dict[int, int] | None:
+        """The readings as a dict, for the placements that look partitions up one by one
+        (a million readings take ~0.4 s to put in a dict: only those paths pay it)."""
+        return dict(zip(*self.readings, strict=True)) if self.lag_aware else None
+
     def _placed(self) -> tuple[dict[str, list[int]], dict[str, tuple[list[int], int]] | None]:
         """A fresh placement but the leveled one."""
         spec, ids = self.spec, self.ids
-        effective = self.plag if self.lag_aware else None
         counts = spec.partitions_per_topic
         if self.capacities is not None:
             if not self.uniform:  # each partition placed by the engine's own rule
                 return {}, None
             every = list(chain.from_iterable(ids.span(t, counts[t]) for t in spec.topics))
-            return deal_by_capacity(spec.members, self.capacities, every, effective), None
+            return deal_by_capacity(spec.members, self.capacities, every, self._lag_map()), None
         if not self.uniform:
-            placed = greedy_place_of(spec, lambda t: ids.span(t, counts[t]), effective)
+            placed = greedy_place_of(spec, lambda t: ids.span(t, counts[t]), self._lag_map())
             return placed, None
         members = list(spec.members)
         every = list(chain.from_iterable(ids.span(t, counts[t]) for t in spec.topics))
-        if not effective:
-            return deal_uniform(members, every), None
         pids, values = self.readings
-        weights = values if pids == every else list(map(effective.get, every, repeat(0)))
+        if not (self.lag_aware and pids):
+            return deal_uniform(members, every), None
+        weights = values if pids == every else LagTable.of(pids, values).many(every)
         weight = weight_array(weights)
         order = heaviest_first_array(weight)
         if order is None:
@@ -1901,7 +1907,7 @@ class _Start:
             spec.partitions_per_topic, lag_aware=self.lag_aware, policy=policy
         )
         eng._ids = self.ids
-        eng._plag = self.plag
+        eng._plag = LagTable.of(*self.readings)
         if self.racks is not None and self.racked and self.final:
             dealt, misplaced = self.rack_dealt()
             every = self.every()
@@ -1925,6 +1931,35 @@ class _Start:
         work = () if balanced else eng._violators()
         change = eng._settle(work, lag_budget=budget, count_lag_moves=not self.fresh)
         return eng, change
+
+
+def _unweighted_indexes(members: Mapping[str, _Member]) -> tuple[SortedList, SortedList]:
+    """``_load`` and ``_by_lag`` of members of capacity 1 without caps, ordered by NumPy:
+    sorting 10 000 key tuples in Python compares them item by item (~12 ms); ordering
+    two int arrays stably over the names in order takes ~3 ms, and the lists are then
+    built from keys already in order (one linear pass of comparisons)."""
+    names = sorted(members)
+    ordered = list(map(members.__getitem__, names))
+    n = len(ordered)
+    counts = np.fromiter(map(len, map(_by_lag_of, ordered)), np.int64, n)
+    try:
+        lags = np.fromiter(map(_lag_of, ordered), np.int64, n)
+    except OverflowError:  # a total lag past 2**63: Python ints order it
+        keys = [(2 * c - 1, m.lag, m.name) for c, m in zip(counts.tolist(), ordered, strict=True)]
+        return SortedList(keys), SortedList((m.lag, m.name) for m in ordered)
+    # Stable orders over names in order: ties on the ints fall back to the name, as in
+    # the tuples' own order.
+    by_load = np.lexsort((lags, counts))
+    by_lag = np.argsort(lags, kind="stable")
+    pick = names.__getitem__
+    load = zip(
+        (2 * counts[by_load] - 1).tolist(),
+        lags[by_load].tolist(),
+        map(pick, by_load.tolist()),
+        strict=True,
+    )
+    by_lag_keys = zip(lags[by_lag].tolist(), map(pick, by_lag.tolist()), strict=True)
+    return SortedList(load), SortedList(by_lag_keys)
 
 
 def _last_entry_at(lag: int) -> int:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .spec import GroupSpec, as_partition, check_lag
+from .spec import GroupSpec, as_partition, check_lag, lag_columns
 from .types import MAX_PARTITION, CurrentAssignment, LagMap, TopicPartition
 
 PART_BITS = 32
@@ -137,23 +137,27 @@ class TopicIds:
         for topics that appear later); a one-shot call drops them."""
         if not lag:
             return [], []
-        check_lag(lag)
-        try:
-            bases = list(map(self.base.__getitem__, map(_first, lag)))
-        except KeyError:
-            pass
+        columns = lag_columns(lag)
+        if columns is None:
+            check_lag(lag)  # entry by entry: names a bad one, or admits plain pairs
         else:
-            return list(map(add, bases, map(_second, lag))), list(lag.values())
+            parts, values = columns
+            try:
+                bases = list(map(self.base.__getitem__, map(_first, lag)))
+            except KeyError:
+                pass
+            else:
+                return list(map(add, bases, parts)), values
         pids: list[int] = []
-        values: list[int] = []
+        known: list[int] = []
         for (topic, partition), value in lag.items():
             if register:
                 self.add(topic)
             base = self.base.get(topic)
             if base is not None:
                 pids.append(base + partition)
-                values.append(value)
-        return pids, values
+                known.append(value)
+        return pids, known
 
     # ------------------------------------------------------------------ claims
 

@@ -118,13 +118,7 @@ def check_lag(lag: LagMap) -> None:
     """Every key a ``(topic, partition)`` pair with a Kafka partition number, every value a
     non-negative int (exactly int: a bool is not a lag). Checked in C passes; the loop
     runs only to name the first bad entry. Every strategy checks, even those ignoring lag."""
-    values = lag.values()
-    if (
-        set(map(type, lag)) <= {TopicPartition}
-        and partition_numbers(list(map(itemgetter(1), lag)))
-        and set(map(type, values)) <= {int}
-        and min(values, default=0) >= 0
-    ):
+    if lag_columns(lag) is not None:
         return
     for key, value in lag.items():
         tp = as_partition(key)
@@ -136,6 +130,19 @@ def check_lag(lag: LagMap) -> None:
             raise TypeError(f"lag[{key!r}]: expected an int, got {value!r}")
         if value < 0:
             raise ValueError(f"lag[{key!r}]: lag must be >= 0, got {value}")
+
+
+def lag_columns(lag: LagMap) -> tuple[list[int], list[Any]] | None:
+    """A well-formed lag map's partition numbers and values, in its order, read in C
+    passes (None when some entry is bad: ``check_lag`` names it). A caller converting the
+    map reuses them: each pass over a large map costs a cache miss per entry."""
+    if not set(map(type, lag)) <= {TopicPartition}:
+        return None
+    parts = list(map(itemgetter(1), lag))
+    values = list(lag.values())
+    if partition_numbers(parts) and set(map(type, values)) <= {int} and min(values, default=0) >= 0:
+        return parts, values
+    return None
 
 
 def partition_numbers(parts: Sequence[Any]) -> bool:
