@@ -459,7 +459,16 @@ class IncrementalAssignor:
                     self._orphans.update(filterfalse(owner.__contains__, self._topic_pids(t)))
 
     def _reindex(self) -> None:
-        """Rebuild the member-wide indexes from scratch: cheaper than many single updates."""
+        """Rebuild the member-wide indexes from scratch: cheaper than many single updates.
+
+        With the collector paused: the rebuild allocates a key per member and frees the
+        old one, so it leaves the collector no debt, but unpaused its allocations set off
+        ~30 young collections and, now and then, a full one over the whole engine
+        (measured at 10 000 x 1 000 000: up to 86 ms inside one lag update)."""
+        with _gc_paused():
+            self._rebuild_indexes()
+
+    def _rebuild_indexes(self) -> None:
         members = self._members.values()
         if self._weighted or self._caps:
             self._load = SortedList(map(_Member.key, members))
@@ -475,6 +484,10 @@ class IncrementalAssignor:
 
     def apply(self, events: Iterable[Event]) -> Change:
         """Apply coalesced events, then restore balance once and return only what changed."""
+        with _gc_paused():
+            return self._apply(events)
+
+    def _apply(self, events: Iterable[Event]) -> Change:
         lag_only = True
         for event in events:
             if isinstance(event, MemberJoined):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -236,3 +238,29 @@ def test_a_wave_of_joins_is_rebalanced_in_bulk_with_the_least_movement(
     kept = sum(len(set(before[m]) & set(after[m])) for m in before)
     assert kept >= 1001 - least - 2 * change.moved_for_lag
     assert len(moves) <= 2 * eng.policy.max_moves  # the lag search's own moves only
+
+
+def test_apply_pauses_the_collector_and_always_gives_it_back() -> None:
+    """``apply`` runs with the cyclic collector paused (its allocations would set off
+    collections over the whole engine mid-event); whatever happens, the caller's setting
+    is restored."""
+    eng = IncrementalAssignor({"t": 4})
+    seen: list[bool] = []
+
+    def fail_mid_event(*_: object, **__: object) -> None:
+        seen.append(gc.isenabled())
+        raise KeyError("mid-event")
+
+    eng._settle = fail_mid_event  # type: ignore[method-assign,assignment]
+    assert gc.isenabled()
+    with pytest.raises(KeyError):
+        eng.apply([MemberJoined("a", frozenset({"t"}))])
+    assert seen == [False]
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with pytest.raises(ValueError, match="capacity"):
+            eng.apply([MemberJoined("b", frozenset({"t"}), capacity=-1)])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
