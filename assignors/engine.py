@@ -84,7 +84,8 @@ from .ids import (
     topic_of,
 )
 from .lag_swap import exact, lags_of, nearest_swap
-from .lag_table import LagTable
+from .lag_table import INT64_MAX, LagTable
+from .pid_array import PidArray
 from .placement import (
     deal_uniform,
     greedy_place_of,
@@ -150,6 +151,8 @@ class _Member:
     cap: int | None = None
     #: Pinned partitions it holds: counted in its load, never moved by balance.
     pinned: AbstractSet[int] = _NO_PINS
+    #: Its number in the engine's per-partition owner array (``IncrementalAssignor._held``).
+    slot: int = -1
 
     @property
     def count(self) -> int:
@@ -246,6 +249,11 @@ class IncrementalAssignor:
         self._ids = TopicIds(sorted(self._ppt))
         self._members: dict[str, _Member] = {}
         self._owner: dict[int, str] = {}
+        #: ``_owner`` again, as each holder's slot in an array: read in batches (a lag
+        #: update's holders) without a lookup per partition in a million-entry dict.
+        self._held = PidArray(-1)
+        self._slot_names: list[str] = []
+        self._free_slots: list[int] = []
         self._plag = LagTable()
         #: topic id -> subscribing members.
         self._subs: dict[int, set[str]] = {}
@@ -421,6 +429,7 @@ class IncrementalAssignor:
             else:  # all weights are 0 and ``parts`` is ascending: already in order
                 by_lag = parts
             m = _Member(name, topics, tids, by_lag, lag)
+            self._give_slot(m)
             if capacities is not None and capacities[name] != 1:
                 m.capacity = capacities[name]
                 self._weighted += 1
@@ -436,6 +445,10 @@ class IncrementalAssignor:
                 strict=True,
             )
         )
+        counts = np.fromiter(map(len, held_lists), np.int64, len(held_lists))
+        slots = np.fromiter((self._members[n].slot for n in loaded), np.int64, len(loaded))
+        held = np.fromiter(chain.from_iterable(held_lists), np.int64, int(counts.sum()))
+        self._held.put(held, np.repeat(slots, counts))
         subscribers: dict[int, list[str]] = {}
         for group_tids, names in by_topics.items():
             for t in group_tids:
@@ -628,6 +641,7 @@ class IncrementalAssignor:
         self._joined.add(name)
         self._racks.set_member(name, rack)
         m = _Member(name, topics, self._tids(topics), cap=self._caps.get(name))
+        self._give_slot(m)
         if weight != 1:
             m.capacity = weight
             self._weighted += 1
@@ -641,6 +655,13 @@ class IncrementalAssignor:
             self._add_subscriber(t, name)
         self._touched.add(name)
 
+    def _give_slot(self, m: _Member) -> None:
+        m.slot = self._free_slots.pop() if self._free_slots else len(self._slot_names)
+        if m.slot == len(self._slot_names):
+            self._slot_names.append(m.name)
+        else:
+            self._slot_names[m.slot] = m.name
+
     def _leave(self, name: str) -> None:
         m = self._members.get(name)
         if m is None:
@@ -651,6 +672,8 @@ class IncrementalAssignor:
         for pid in pids:
             self._before_owner.setdefault(pid, name)
             del self._owner[pid]
+        self._held.put(np.fromiter(pids, np.int64, len(pids)), -1)
+        self._free_slots.append(m.slot)
         self._orphans.update(pids)
         self._total_lag -= m.lag
         self._capacity_total -= m.capacity
@@ -723,13 +746,10 @@ class IncrementalAssignor:
         """Re-weigh the changed readings. Costs O(readings) plus, per member touched, its
         index entries; when many members are touched the indexes are rebuilt once."""
         pids, values = self._ids.lag(lag, register=True)
-        olds = self._plag.swap(pids, values)
         if not self.lag_aware:
+            self._plag.swap(pids, values)
             return
-        delta: dict[str, int] = {}
-        for name, d in zip(map(self._owner.get, pids), map(sub, values, olds), strict=True):
-            if d and name is not None:
-                delta[name] = delta.get(name, 0) + d
+        delta = self._lag_deltas(pids, values)
         if not delta:
             return
         # A member's lag-ordered list is re-sorted when next read, not here: most members
@@ -750,6 +770,36 @@ class IncrementalAssignor:
             m.stale = True
             m.lag += d
             self._attach(m)
+
+    def _lag_deltas(self, pids: list[int], values: list[int]) -> dict[str, int]:
+        """Store the readings; each member whose partitions' lag changed, with the sum of
+        the changes (0 when they cancel out: its list still needs re-sorting). In array
+        passes (holders gathered, changes summed per slot) unless a lag past 64 bits or
+        a sum that could overflow is involved."""
+        at = np.fromiter(pids, np.int64, len(pids))
+        swapped = self._plag.swap_exact(at, values)
+        if swapped is not None:
+            old, new = swapped
+            holders = self._held.gather(at)
+            change = new - old
+            moved = (holders >= 0) & (change != 0)
+            holders, change = holders[moved], change[moved]
+            if not len(change) or int(np.abs(change).max()) * len(change) <= INT64_MAX:
+                sums = np.zeros(len(self._slot_names), dtype=np.int64)
+                np.add.at(sums, holders, change)
+                touched = np.zeros(len(self._slot_names), dtype=bool)
+                touched[holders] = True
+                slots = np.flatnonzero(touched)
+                names = map(self._slot_names.__getitem__, slots.tolist())
+                return dict(zip(names, sums[slots].tolist(), strict=True))
+            olds = old.tolist()  # summed as Python ints below
+        else:
+            olds = self._plag.swap(pids, values)
+        delta: dict[str, int] = {}
+        for name, d in zip(map(self._owner.get, pids), map(sub, values, olds), strict=True):
+            if d and name is not None:
+                delta[name] = delta.get(name, 0) + d
+        return delta
 
     def _rerack(self, racks: PartitionRacks) -> None:
         for key, named in racks.items():
@@ -977,6 +1027,12 @@ class IncrementalAssignor:
                 owner[pid] = name
                 self._insert_part(m, pid, weight)
             self._attach(m)
+        slots = [members[name].slot for name in dealt]
+        counts = np.fromiter(map(len, dealt.values()), np.int64, len(dealt))
+        dealt_pids = (pid for taken in dealt.values() for pid, _ in taken)
+        self._held.put(
+            np.fromiter(dealt_pids, np.int64, int(counts.sum())), np.repeat(slots, counts)
+        )
         return list(dealt)
 
     def _repair(self, work: Iterable[str]) -> None:
@@ -1063,6 +1119,8 @@ class IncrementalAssignor:
         room = [(m.load(), m.name) for m in receivers]
         heapq.heapify(room)
         taken: dict[str, set[int]] = {}
+        moved: list[int] = []
+        moved_to: list[int] = []
         before, owner = self._before_owner, self._owner
         gives.sort(key=lambda g: g[0], reverse=True)  # heaviest first
         for entry, donor in gives:
@@ -1071,6 +1129,8 @@ class IncrementalAssignor:
             pid, weight = entry & PID_MASK, entry >> LAG_SHIFT
             before.setdefault(pid, donor.name)
             owner[pid] = name
+            moved.append(pid)
+            moved_to.append(b.slot)
             taken.setdefault(donor.name, set()).add(entry)
             donor.lag -= weight
             b.by_lag.append(entry)
@@ -1078,6 +1138,7 @@ class IncrementalAssignor:
             need[name] -= 1
             if need[name]:
                 heapq.heappush(room, (b.load(), name))
+        self._held.put(np.array(moved, dtype=np.int64), np.array(moved_to, dtype=np.int64))
         for m in touched.values():
             gone = taken.get(m.name)
             if gone:
@@ -1438,13 +1499,16 @@ class IncrementalAssignor:
             self._remove_part(a, pid, weight)
             self._attach(a)
             del self._owner[pid]
-        if to is not None:
-            b = self._members[to]
-            self._record_member(b)
-            self._detach(b)
-            self._insert_part(b, pid, weight)
-            self._attach(b)
-            self._owner[pid] = to
+        if to is None:
+            self._held.put_one(pid, -1)
+            return
+        b = self._members[to]
+        self._record_member(b)
+        self._detach(b)
+        self._insert_part(b, pid, weight)
+        self._attach(b)
+        self._owner[pid] = to
+        self._held.put_one(pid, b.slot)
 
     def _remove_part(self, m: _Member, pid: int, weight: int) -> None:
         # Invariant: an entry's weight is the partition's current effective lag, because a

@@ -25,7 +25,7 @@ from assignors.constraints import Constraints, check_constraints, violations
 from assignors.quality import evaluate, movement
 
 from .strategies_hyp import MEMBERS, TOPICS
-from .test_engine import event_runs
+from .test_engine import event_runs, holders_agree
 
 TP = TopicPartition
 Held = Mapping[str, list[TP]]
@@ -209,6 +209,7 @@ def test_every_step_of_the_engine_honours_the_constraints_and_stays_balanced(
         weights = {m: eng.capacity_of(m) or 1.0 for m in out}
         check(out, eng.partitions_per_topic, eng.members, rules, weights)
         assert eng.violations() == []
+        holders_agree(eng)
         stranded = set(eng.unassigned())
         assert stranded == {
             TP(t, p)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -58,6 +59,15 @@ def event_runs(draw: st.DrawFn, *, uniform: bool) -> list[object]:
     return events
 
 
+def holders_agree(eng: IncrementalAssignor) -> None:
+    """The engine's owner array says what its owner map says, partition for partition
+    (a lag update reads holders from the array)."""
+    pids = list(eng._owner)
+    slots = eng._held.gather(np.array(pids, dtype=np.int64)).tolist()
+    assert [eng._slot_names[s] for s in slots] == [eng._owner[p] for p in pids]
+    assert sum(int((block >= 0).sum()) for _, block in eng._held.blocks()) == len(pids)
+
+
 def _replay(uniform: bool, events: list[object], lag_aware: bool) -> None:
     eng = IncrementalAssignor({t: 4 for t in TOPICS[:3]}, lag_aware=lag_aware)
     shadow: dict[str, list[TopicPartition]] = {}
@@ -70,6 +80,7 @@ def _replay(uniform: bool, events: list[object], lag_aware: bool) -> None:
         ppt = eng.partitions_per_topic
         assert problems(after, ppt, subs) == []
         assert is_balanced(after, subs)
+        holders_agree(eng)
         # The change record is exactly the difference: replaying it reproduces the state.
         for m in change.removed:
             shadow.pop(m, None)
@@ -238,6 +249,7 @@ def test_a_wave_of_joins_is_rebalanced_in_bulk_with_the_least_movement(
     kept = sum(len(set(before[m]) & set(after[m])) for m in before)
     assert kept >= 1001 - least - 2 * change.moved_for_lag
     assert len(moves) <= 2 * eng.policy.max_moves  # the lag search's own moves only
+    holders_agree(eng)
 
 
 def test_apply_pauses_the_collector_and_always_gives_it_back() -> None:

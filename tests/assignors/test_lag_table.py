@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
+from assignors import IncrementalAssignor, LagUpdated, MemberJoined, TopicPartition
 from assignors.ids import PART_BITS
 from assignors.lag_table import LagTable
 
@@ -27,7 +29,22 @@ def test_the_table_answers_as_a_dict(seed: int) -> None:
                 rng.choice((rng.randint(0, 10**6), 0, 2**63 - 1, 2**63, rng.randint(0, 2**80)))
                 for _ in pids
             ]
-            assert table.swap(pids, values) == [plain.get(p, 0) for p in pids]
+            olds = [plain.get(p, 0) for p in pids]
+            exact = max(values + olds) < 2**63 and rng.random() < 0.5
+            if exact:
+                swapped = table.swap_exact(np.array(pids, dtype=np.int64), values)
+                assert swapped is not None
+                assert (swapped[0].tolist(), swapped[1].tolist()) == (olds, values)
+            elif rng.random() < 0.5:
+                # Past 64 bits the array path declines and changes nothing.
+                before = table.items()
+                declined = table.swap_exact(np.array(pids, dtype=np.int64), values)
+                assert declined is None or max(values + olds) < 2**63
+                if declined is None:
+                    assert table.items() == before
+                    assert table.swap(pids, values) == olds
+            else:
+                assert table.swap(pids, values) == olds
             plain.update(zip(pids, values, strict=True))
         else:
             gone = [_pid(rng, 9, 60) for _ in range(5)]
@@ -46,4 +63,19 @@ def test_growing_topics_keep_their_readings_and_the_array_stays_compact() -> Non
     for n in range(1, 200):
         table.swap([n], [n])  # topic 0 outgrows its block again and again
     assert table.many([0, 1 << PART_BITS, 199]) == [5, 6, 199]
-    assert len(table._flat) <= 4 * 201  # abandoned blocks were compacted away
+    assert len(table._array.flat) <= 4 * 201  # abandoned blocks were compacted away
+
+
+def test_the_engine_sums_lag_exactly_past_64_bits() -> None:
+    """A lag update sums changes per member in int64 arrays; past 64 bits (a lag, or a
+    member's sum of changes) it falls back to Python ints and the totals stay exact."""
+    eng = IncrementalAssignor({"t": 8})
+    eng.apply([MemberJoined("a", frozenset({"t"})), MemberJoined("b", frozenset({"t"}))])
+    for lags in (
+        {p: 2**62 for p in range(8)},  # each fits, a member's sum does not
+        {p: 2**70 + p for p in range(8)},  # lags past 64 bits
+        {p: 3 * p for p in range(8)},  # back to small
+    ):
+        eng.apply([LagUpdated({TopicPartition("t", p): v for p, v in lags.items()})])
+        held = {m: sum(lags[tp.partition] for tp in eng.partitions_of(m)) for m in "ab"}
+        assert eng.member_lag() == held
