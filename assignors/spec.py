@@ -133,9 +133,10 @@ def check_lag(lag: LagMap) -> None:
 
 
 def lag_columns(lag: LagMap) -> tuple[list[int], list[Any]] | None:
-    """A well-formed lag map's partition numbers and values, in its order, read in C
-    passes (None when some entry is bad: ``check_lag`` names it). A caller converting the
-    map reuses them: each pass over a large map costs a cache miss per entry."""
+    """The partition numbers and values of a lag map keyed by ``TopicPartition`` with
+    every entry valid, in its order, read in C passes. None otherwise: ``check_lag`` then
+    goes entry by entry (plain pairs pass, a bad entry is named). A caller converting the
+    map reuses the columns: each pass over a large map costs a cache miss per entry."""
     if not set(map(type, lag)) <= {TopicPartition}:
         return None
     parts = list(map(itemgetter(1), lag))
