@@ -204,8 +204,8 @@ class _Member:
 _lag_of = attrgetter("lag")
 _capacity_of = attrgetter("capacity")
 _by_lag_of = attrgetter("by_lag")
-#: The lag table of an engine that does not weigh lag: always empty.
-_NO_LAG = LagTable()
+_name_of = attrgetter("name")
+_slot_of = attrgetter("slot")
 
 #: A lag move or swap: (resulting peak lag, partner, pid from the top member, pid back).
 _LagStep = tuple[float, _Member, int, int | None]
@@ -408,7 +408,7 @@ class IncrementalAssignor:
         """Adopt a whole assignment at once (no pid twice; each list ascending unless
         the engine weighs lag). ``weighed`` gives a member's ``by_lag`` entries and total
         lag when the caller has them already."""
-        plag = self._plag if self.lag_aware else _NO_LAG
+        weigh = self.lag_aware and bool(self._plag)
         owner = self._owner
         by_topics: dict[frozenset[int], list[str]] = {}
         tids_of: dict[frozenset[str], frozenset[int]] = {}
@@ -421,8 +421,8 @@ class IncrementalAssignor:
             lag = 0
             if weighed is not None:
                 by_lag, lag = weighed[name]
-            elif plag:
-                weights = plag.many(parts)
+            elif weigh:
+                weights = self._plag.many(parts)
                 lag = sum(weights)
                 by_lag = list(map(or_, map(lshift, weights, repeat(LAG_SHIFT)), parts))
                 by_lag.sort()
@@ -472,23 +472,15 @@ class IncrementalAssignor:
                     self._orphans.update(filterfalse(owner.__contains__, self._topic_pids(t)))
 
     def _reindex(self) -> None:
-        """Rebuild the member-wide indexes from scratch: cheaper than many single updates.
-
-        With the collector paused: the rebuild allocates a key per member and frees the
-        old one, so it leaves the collector no debt, but unpaused its allocations set off
-        ~30 young collections and, now and then, a full one over the whole engine
-        (measured at 10 000 x 1 000 000: up to 86 ms inside one lag update)."""
-        with _gc_paused():
-            self._rebuild_indexes()
-
-    def _rebuild_indexes(self) -> None:
+        """Rebuild the member-wide indexes from scratch: cheaper than many single updates."""
         members = self._members.values()
-        if self._weighted or self._caps:
+        fast = None if self._weighted or self._caps else _unweighted_indexes(self._members)
+        if fast is None:
             self._load = SortedList(map(_Member.key, members))
             self._by_lag = SortedList(zip(map(_Member.load, members), self._members, strict=True))
             self._capacity_total = math.fsum(map(_capacity_of, members))
         else:
-            self._load, self._by_lag = _unweighted_indexes(self._members)
+            self._load, self._by_lag = fast
             self._capacity_total = len(self._members)
         self._gheap.clear()
         self._hheap = None
@@ -496,7 +488,12 @@ class IncrementalAssignor:
     # ------------------------------------------------------------------ public API
 
     def apply(self, events: Iterable[Event]) -> Change:
-        """Apply coalesced events, then restore balance once and return only what changed."""
+        """Apply coalesced events, then restore balance once and return only what changed.
+
+        With the collector paused, as in a build: an event allocates a few thousand
+        tracked objects and frees most of them, but unpaused those allocations set off
+        young collections and, now and then, a full one over the whole engine (up to
+        86 ms inside one lag update at 10 000 x 1 000 000)."""
         with _gc_paused():
             return self._apply(events)
 
@@ -967,15 +964,17 @@ class IncrementalAssignor:
             and pid & PART_MASK < self._pcount(pid >> PART_BITS)
             and self._subs.get(pid >> PART_BITS)
         ]
-        weights = self._weights(orphans)
+        weights = self._plag.many(orphans) if self.lag_aware else [0] * len(orphans)
         if any(weights):
-            orphans = [pid for _, pid in sorted(zip(map(neg, weights), orphans, strict=True))]
+            heaviest = sorted(zip(map(neg, weights), orphans, strict=True))
+            weights = [-w for w, _ in heaviest]
+            orphans = [pid for _, pid in heaviest]
         else:
             orphans.sort()
         self._orphans.clear()
         plain = not (self._pins or self._caps or self._weighted)
         if plain and self._members and self._identical():
-            return self._deal_orphans(orphans)
+            return self._deal_orphans(orphans, weights)
         return self._place_one_by_one(orphans)
 
     def _place_one_by_one(self, orphans: list[int]) -> list[str]:
@@ -993,16 +992,12 @@ class IncrementalAssignor:
             receivers.append(key[2])
         return receivers
 
-    def _weights(self, pids: list[int]) -> list[int]:
-        """The partitions' lag as this engine weighs it (0 when it does not)."""
-        return self._plag.many(pids) if self.lag_aware else [0] * len(pids)
-
     def _identical(self) -> bool:
         """Identical subscriptions: every topic with subscribers has every member."""
         n = len(self._members)
         return all(len(subs) == n for subs in self._subs.values() if subs)
 
-    def _deal_orphans(self, orphans: list[int]) -> list[str]:
+    def _deal_orphans(self, orphans: list[int], weights: list[int]) -> list[str]:
         """``_place_one_by_one`` where every member may take any partition and no
         capacity, pin or cap is declared (so ``_load``'s order is the receivers' order
         too), with the indexes touched once per receiver instead of once per partition.
@@ -1010,30 +1005,33 @@ class IncrementalAssignor:
         only reach the k first members of ``_load`` (one further down is least loaded
         only after every member before it took one), so those are dealt to from a small
         heap of their own."""
-        members, owner, before = self._members, self._owner, self._before_owner
+        members, before = self._members, self._before_owner
         # ``_load`` holds (2c - 1, lag, name); a receiver's key is (2c + 1, lag, name).
         heap = [(give + 2, lag, name) for give, lag, name in islice(self._load, len(orphans))]
         dealt: dict[str, list[tuple[int, int]]] = {}
-        for pid, weight in zip(orphans, self._weights(orphans), strict=True):
+        for pid, weight in zip(orphans, weights, strict=True):
             c2, lag, name = heap[0]
             heapq.heapreplace(heap, (c2 + 2, lag + weight, name))
             dealt.setdefault(name, []).append((pid, weight))
+        receivers: list[_Member] = []
         for name, taken in dealt.items():
             m = members[name]
             self._record_member(m)
             self._detach(m)
             for pid, weight in taken:
                 before.setdefault(pid, None)
-                owner[pid] = name
                 self._insert_part(m, pid, weight)
             self._attach(m)
-        slots = [members[name].slot for name in dealt]
-        counts = np.fromiter(map(len, dealt.values()), np.int64, len(dealt))
-        dealt_pids = (pid for taken in dealt.values() for pid, _ in taken)
-        self._held.put(
-            np.fromiter(dealt_pids, np.int64, int(counts.sum())), np.repeat(slots, counts)
-        )
+            receivers += repeat(m, len(taken))
+        self._hand_over([pid for taken in dealt.values() for pid, _ in taken], receivers)
         return list(dealt)
+
+    def _hand_over(self, pids: list[int], receivers: list[_Member]) -> None:
+        """Record new holders in the owner map and in its array, together (the paths
+        that move many partitions at once; ``_move`` writes both for one)."""
+        self._owner.update(zip(pids, map(_name_of, receivers), strict=True))
+        slots = np.fromiter(map(_slot_of, receivers), np.int64, len(receivers))
+        self._held.put(np.fromiter(pids, np.int64, len(pids)), slots)
 
     def _repair(self, work: Iterable[str]) -> None:
         self._rebalance_in_bulk()
@@ -1120,17 +1118,16 @@ class IncrementalAssignor:
         heapq.heapify(room)
         taken: dict[str, set[int]] = {}
         moved: list[int] = []
-        moved_to: list[int] = []
-        before, owner = self._before_owner, self._owner
+        moved_to: list[_Member] = []
+        before = self._before_owner
         gives.sort(key=lambda g: g[0], reverse=True)  # heaviest first
         for entry, donor in gives:
             _, name = heapq.heappop(room)
             b = members[name]
             pid, weight = entry & PID_MASK, entry >> LAG_SHIFT
             before.setdefault(pid, donor.name)
-            owner[pid] = name
             moved.append(pid)
-            moved_to.append(b.slot)
+            moved_to.append(b)
             taken.setdefault(donor.name, set()).add(entry)
             donor.lag -= weight
             b.by_lag.append(entry)
@@ -1138,7 +1135,7 @@ class IncrementalAssignor:
             need[name] -= 1
             if need[name]:
                 heapq.heappush(room, (b.load(), name))
-        self._held.put(np.array(moved, dtype=np.int64), np.array(moved_to, dtype=np.int64))
+        self._hand_over(moved, moved_to)
         for m in touched.values():
             gone = taken.get(m.name)
             if gone:
@@ -2015,20 +2012,20 @@ class _Start:
         return eng, change
 
 
-def _unweighted_indexes(members: Mapping[str, _Member]) -> tuple[SortedList, SortedList]:
+def _unweighted_indexes(members: Mapping[str, _Member]) -> tuple[SortedList, SortedList] | None:
     """``_load`` and ``_by_lag`` of members of capacity 1 without caps, ordered by NumPy:
     sorting 10 000 key tuples in Python compares them item by item (~12 ms); ordering
     two int arrays stably over the names in order takes ~3 ms, and the lists are then
-    built from keys already in order (one linear pass of comparisons)."""
+    built from keys already in order (one linear pass of comparisons). None when a
+    member's lag passes 64 bits: the tuples' own order decides then."""
     names = sorted(members)
     ordered = list(map(members.__getitem__, names))
     n = len(ordered)
     counts = np.fromiter(map(len, map(_by_lag_of, ordered)), np.int64, n)
     try:
         lags = np.fromiter(map(_lag_of, ordered), np.int64, n)
-    except OverflowError:  # a total lag past 2**63: Python ints order it
-        keys = [(2 * c - 1, m.lag, m.name) for c, m in zip(counts.tolist(), ordered, strict=True)]
-        return SortedList(keys), SortedList((m.lag, m.name) for m in ordered)
+    except OverflowError:
+        return None
     # Stable orders over names in order: ties on the ints fall back to the name, as in
     # the tuples' own order.
     by_load = np.lexsort((lags, counts))
