@@ -1426,6 +1426,8 @@ class IncrementalAssignor:
                         return False
                     if q in b.pinned:
                         return False
+                    if self._unbalances(a, q) or self._unbalances(b, p):
+                        return False
                     if cap is None:
                         return True
                     d = plag.get(q, 0) - w_p
@@ -1446,6 +1448,13 @@ class IncrementalAssignor:
             if not swapped:
                 break
             todo = sorted(left)
+
+    def _unbalances(self, m: _Member, pid: int) -> bool:
+        """Whether ``m`` taking ``pid`` in a count-neutral swap would leave it a partition
+        that a less loaded subscriber of its topic could take (KIP-54's rule; with mixed
+        subscriptions a swap can hand a member a topic it had no share of)."""
+        taker = self._min_subscriber(pid >> PART_BITS)
+        return taker is not None and taker[2] != m.name and taker[0] < m.key()[0]
 
     def _adopt_racks(self, racks: Racks, misplaced: list[int], *, align: bool) -> None:
         """Take a snapshot's racks and the partitions it holds off them: indexed, for

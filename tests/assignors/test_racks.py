@@ -778,3 +778,25 @@ def test_racks_of_missing_partitions_are_ignored_and_racks_need_a_member_rack() 
     assert build_racks(spec, {"m0": "a"}, {tp("t", -1): ["a"], tp("t", 1): ("b", "a")}) == Racks(
         {"m0": "a"}, {tp("t", 1): frozenset({"a", "b"})}
     )
+
+
+def test_a_rack_swap_never_hands_a_member_a_topic_a_lighter_subscriber_could_take() -> None:
+    """Found by the property above: with mixed subscriptions a count-neutral swap gave
+    m2 (3 partitions, rack b) the local t1-0 for t0-2, and m5 (1 partition, t1 only)
+    could then take t1-0 from it; fed back as current, the repair did, so the result was
+    no fixed point."""
+    tp = TopicPartition
+    ppt = {"t0": 7, "t1": 2, "t2": 3}
+    subs = {"m1": ["t2"], "m2": ["t0", "t1", "t2"], "m3": ["t0"], "m4": ["t0", "t1"]}
+    subs |= {"m5": ["t1"], "m7": ["t0"]}
+    racks_of: dict[str, str | None] = {m: None for m in subs} | {"m2": "b", "m4": "a"}
+    replicas: dict[TopicPartition, list[str]] = {
+        tp(t, p): [] for t, n in ppt.items() for p in range(n)
+    }
+    replicas[tp("t1", 0)] = ["b"]
+    aware = assign("sticky", ppt, subs, member_racks=racks_of, partition_racks=replicas)
+    assert is_balanced(aware, {m: frozenset(v) for m, v in subs.items()})
+    again = assign(
+        "sticky", ppt, subs, current=aware, member_racks=racks_of, partition_racks=replicas
+    )
+    assert again == aware
