@@ -645,7 +645,6 @@ class IncrementalAssignor:
         self._pin_work.update(self._pins_of.get(name, ()))
         self._capacity_total += m.capacity
         self._members[name] = m
-        self._record_member(m)
         self._refine(m.tids)
         self._attach(m)
         for t in m.tids:
@@ -663,7 +662,6 @@ class IncrementalAssignor:
         m = self._members.get(name)
         if m is None:
             return
-        self._record_member(m)
         self._detach(m)
         pids = list(map(pid_of, m.by_lag))
         for pid in pids:
@@ -687,7 +685,6 @@ class IncrementalAssignor:
         weight = 1.0 if capacity is None else check_capacity(capacity, f"capacity of {m.name!r}")
         if weight == m.capacity:
             return False
-        self._record_member(m)
         self._detach(m)
         self._weighted += (weight != 1) - (m.capacity != 1)
         self._capacity_total += weight - m.capacity
@@ -702,7 +699,6 @@ class IncrementalAssignor:
             return
         if topics == m.topics:
             return
-        self._record_member(m)
         tids = self._tids(topics)
         for pid in [p for p in map(pid_of, m.by_lag) if p >> PART_BITS not in tids]:
             self._move(pid, None)
@@ -832,7 +828,6 @@ class IncrementalAssignor:
             m = self._members.get(name)
             if m is None or m.cap == caps.get(name):
                 continue
-            self._record_member(m)
             self._detach(m)
             m.cap = caps.get(name)
             self._attach(m)
@@ -851,8 +846,12 @@ class IncrementalAssignor:
     # ------------------------------------------------------------------ settling
 
     def _begin(self) -> None:
-        self._before_parts: dict[str, frozenset[int]] = {}
+        #: Each partition that changed hands, and its holder before the event (None
+        #: when it had none, or vanished): what ``_diff`` compares, O(moves).
         self._before_owner: dict[int, str | None] = {}
+        #: Vanished partitions' holders before the event (their ``_before_owner`` is None
+        #: so that no vanishing counts as a move, yet the holder's list changed).
+        self._vanished_from: dict[int, str] = {}
         self._touched: set[str] = set()
         self._orphans: set[int] = set()
         self._removed: set[str] = set()
@@ -1016,7 +1015,6 @@ class IncrementalAssignor:
         receivers: list[_Member] = []
         for name, taken in dealt.items():
             m = members[name]
-            self._record_member(m)
             self._detach(m)
             for pid, weight in taken:
                 before.setdefault(pid, None)
@@ -1111,7 +1109,6 @@ class IncrementalAssignor:
         receivers = [m for m in short if m.count < quota.get(m.name, q)]
         touched = {m.name: m for _, m in gives} | {m.name: m for m in receivers}
         for m in touched.values():
-            self._record_member(m)
             self._detach(m)
         need = {m.name: quota.get(m.name, q) - m.count for m in receivers}
         room = [(m.load(), m.name) for m in receivers]
@@ -1495,12 +1492,13 @@ class IncrementalAssignor:
             return
         if pid not in self._before_owner:
             self._before_owner[pid] = None if vanished else frm
+            if vanished and frm is not None:
+                self._vanished_from[pid] = frm
         weight = self._plag.get(pid, 0) if self.lag_aware else 0
         if frm is not None:
             a = self._members[frm]
             if a.pinned:
                 self._unpin(a, pid)
-            self._record_member(a)
             self._detach(a)
             self._remove_part(a, pid, weight)
             self._attach(a)
@@ -1509,7 +1507,6 @@ class IncrementalAssignor:
             self._held.put_one(pid, -1)
             return
         b = self._members[to]
-        self._record_member(b)
         self._detach(b)
         self._insert_part(b, pid, weight)
         self._attach(b)
@@ -1665,33 +1662,35 @@ class IncrementalAssignor:
         name = self._ids.names[topic]
         return self._ids.span(name, self._ppt.get(name, 0))
 
-    def _record_member(self, m: _Member) -> None:
-        if m.name not in self._before_parts:
-            self._before_parts[m.name] = frozenset(map(pid_of, m.by_lag))
-
     def _diff(self, count_lag_moves: bool) -> Change:
-        changed: dict[str, list[TopicPartition]] = {}
-        for name in sorted(self._before_parts.keys() | self._joined):
-            m = self._members.get(name)
-            if m is None:
-                continue
-            now = m.pids()
-            # A joiner gets a record even when empty, so it knows it was seen.
-            if name in self._joined or frozenset(now) != self._before_parts[name]:
-                changed[name] = self._ids.tps(now)
+        # A member's list changed iff a partition it held, or holds now, changed hands
+        # and did not come back. A joiner gets a record even when empty, so it knows it
+        # was seen.
+        differ: set[str | None] = set(self._joined)
+        owner, members = self._owner, self._members
         moved = 0
         lag_moved = 0
         rack_moved = 0
+        vanished = self._vanished_from
         for pid, old in self._before_owner.items():
-            if old is None or self._owner.get(pid) in (old, None):
+            now = owner.get(pid)
+            held = vanished.get(pid) if old is None else old
+            if now == held:
                 continue
-            m = self._members.get(old)
+            differ.add(now)
+            differ.add(held)
+            if old is None or now is None:
+                continue
+            m = members.get(old)
             if m is not None and pid >> PART_BITS in m.tids:
                 moved += 1
                 if pid in self._lag_moved:
                     lag_moved += 1
                 elif pid in self._rack_moved:
                     rack_moved += 1
+        changed = {
+            name: self._ids.tps(members[name].pids()) for name in sorted(members.keys() & differ)
+        }
         return Change(
             assignments=changed,
             removed=frozenset(self._removed - set(self._members)),

@@ -20,6 +20,7 @@ from assignors import (
     TopicPartition,
     assign,
 )
+from assignors.events import Event
 from assignors.quality import is_balanced, minimal_movement_uniform, movement, problems
 
 from .strategies_hyp import MEMBERS, TOPICS
@@ -86,6 +87,8 @@ def _replay(uniform: bool, events: list[object], lag_aware: bool) -> None:
             shadow.pop(m, None)
         shadow.update(change.assignments)
         assert shadow == after
+        # ... and it lists no member whose partitions are what they were.
+        assert [m for m, parts in change.assignments.items() if before.get(m) == parts] == []
         assert change.moved == movement(before, after, subs)
         # One-shot assign from the previous state must satisfy the same guarantees.
         oneshot = assign(
@@ -138,6 +141,29 @@ def test_more_orphans_than_members() -> None:
     assert sorted(change.assignments) == ["m0", "m1", "m2"]
     assert [len(v) for v in change.assignments.values()] == [20, 20, 20]
     assert change.moved == 0
+
+
+def test_a_change_lists_exactly_the_members_whose_partitions_differ() -> None:
+    """Within one apply a partition may vanish and come back, or move and move back:
+    only the net difference is a change."""
+    eng, _ = IncrementalAssignor.from_snapshot({"t": 6, "u": 4}, {"a": ["t", "u"], "b": ["u"]})
+    steps: list[list[Event]] = [
+        # t shrinks and grows back in one step: only a subscribes, so a gets back its own.
+        [PartitionsChanged("t", 2), PartitionsChanged("t", 6)],
+        [PartitionsChanged("u", 2), PartitionsChanged("u", 4)],  # u's come back, anywhere
+        [PartitionsChanged("u", 1)],  # the holders of what vanished, and nobody else
+        [
+            MemberJoined("c", frozenset({"u"})),
+            MemberLeft("c"),
+        ],  # in and out before the step settles
+    ]
+    for events in steps:
+        before = eng.assignment()
+        change = eng.apply(events)
+        after = eng.assignment()
+        assert change.assignments == {m: v for m, v in after.items() if v != before.get(m)}
+        assert change.moved == 0
+    assert eng.apply([PartitionsChanged("t", 2), PartitionsChanged("t", 6)]).assignments == {}
 
 
 def test_join_batch_coalesces_into_one_change() -> None:
