@@ -524,8 +524,8 @@ class IncrementalAssignor:
         )
 
     def assignment(self) -> Assignment:
-        tps = self._ids.tps
-        return {name: tps(m.pids()) for name, m in sorted(self._members.items())}
+        names = sorted(self._members)
+        return dict(zip(names, self._lists([self._members[n] for n in names]), strict=True))
 
     def partitions_of(self, member: str) -> list[TopicPartition]:
         return self._ids.tps(self._members[member].pids())
@@ -1662,6 +1662,14 @@ class IncrementalAssignor:
         name = self._ids.names[topic]
         return self._ids.span(name, self._ppt.get(name, 0))
 
+    def _lists(self, ms: list[_Member]) -> list[list[TopicPartition]]:
+        """Each member's sorted partition list, converted together in array passes."""
+        counts = [m.count for m in ms]
+        entries = chain.from_iterable(m.by_lag for m in ms)
+        pids = np.fromiter(map(pid_of, entries), np.int64, sum(counts))
+        runs = np.repeat(np.arange(len(ms)), counts)
+        return self._ids.tps_runs(pids[np.lexsort((pids, runs))], counts)
+
     def _diff(self, count_lag_moves: bool) -> Change:
         # A member's list changed iff a partition it held, or holds now, changed hands
         # and did not come back. A joiner gets a record even when empty, so it knows it
@@ -1688,9 +1696,8 @@ class IncrementalAssignor:
                     lag_moved += 1
                 elif pid in self._rack_moved:
                     rack_moved += 1
-        changed = {
-            name: self._ids.tps(members[name].pids()) for name in sorted(members.keys() & differ)
-        }
+        names = sorted(members.keys() & differ)
+        changed = dict(zip(names, self._lists([members[n] for n in names]), strict=True))
         return Change(
             assignments=changed,
             removed=frozenset(self._removed - set(self._members)),

@@ -35,6 +35,16 @@ topic_of = PART_BITS.__rrshift__
 pid_of = PID_MASK.__and__
 
 _new_tuple = tuple.__new__
+
+
+def _runs(counts: Iterable[int]) -> Iterator[tuple[int, int]]:
+    """Each count with the end of its run in the concatenation."""
+    stop = 0
+    for n in counts:
+        stop += n
+        yield n, stop
+
+
 _first = itemgetter(0)
 _second = itemgetter(1)
 
@@ -46,7 +56,7 @@ class TopicIds:
     order and sorted pid lists convert to sorted partition lists without a sort.
     """
 
-    __slots__ = ("base", "in_order", "index", "interned", "names")
+    __slots__ = ("_arrays", "base", "in_order", "index", "interned", "names")
 
     def __init__(self, names: Iterable[str] = ()) -> None:
         self.names: list[str] = []
@@ -56,6 +66,8 @@ class TopicIds:
         self.in_order = True
         #: topic id -> its partitions as shared objects, once ``intern()`` was called.
         self.interned: list[list[TopicPartition]] | None = None
+        #: topic id -> ``interned[t]`` as an object array, for gathers; rebuilt when stale.
+        self._arrays: dict[int, NDArray[np.object_]] = {}
         for name in names:
             self.add(name)
 
@@ -112,6 +124,40 @@ class TopicIds:
         if not self.in_order:
             out.sort()
         return out
+
+    def tps_runs(
+        self, pids: NDArray[np.int64], counts: Iterable[int]
+    ) -> list[list[TopicPartition]]:
+        """``tps`` of each run of ``pids`` (ascending runs, ``counts`` long each): with
+        interned partitions, one gather per topic and one conversion instead of a Python
+        lookup per partition."""
+        if self.interned is None:
+            flat = pids.tolist()
+            return [self.tps(flat[stop - n : stop]) for n, stop in _runs(counts)]
+        topics, parts = pids >> PART_BITS, pids & PART_MASK
+        objects = np.empty(len(pids), dtype=object)
+        for t in np.unique(topics).tolist():
+            at = topics == t
+            mine = parts[at]
+            objects[at] = self._objects(t, int(mine.max()) + 1)[mine]
+        flat = objects.tolist()
+        out = [flat[stop - n : stop] for n, stop in _runs(counts)]
+        if not self.in_order:
+            for run in out:
+                run.sort()
+        return out
+
+    def _objects(self, t: int, need: int) -> NDArray[np.object_]:
+        """Topic ``t``'s interned partitions ``0 .. need-1`` (at least) as an array."""
+        assert self.interned is not None
+        known = self.interned[t]
+        if len(known) < need:
+            name = self.names[t]
+            known.extend(_new_tuple(TopicPartition, (name, q)) for q in range(len(known), need))
+        got = self._arrays.get(t)
+        if got is None or len(got) != len(known):
+            got = self._arrays[t] = np.fromiter(known, dtype=object, count=len(known))
+        return got
 
     def _shared(self, pids: list[int]) -> list[TopicPartition]:
         """``tps`` from the interned objects, creating those of partitions not seen yet."""

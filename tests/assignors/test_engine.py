@@ -134,6 +134,24 @@ def test_orphans_dealt_at_once_as_one_at_a_time(events: list[object], lag_aware:
         assert dealt.apply([event]) == placed.apply([event])  # type: ignore[list-item]
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=event_runs(uniform=False), lag_aware=st.booleans(), in_order=st.booleans())
+def test_interned_partitions_give_the_same_changes(
+    events: list[object], lag_aware: bool, in_order: bool
+) -> None:
+    """The controller's engine hands out shared partition objects, converted in array
+    passes; the changes are the plain engine's, with topic ids in name order or not."""
+    first = TOPICS[:3] if in_order else TOPICS[2:3]  # the others come later
+    plain = IncrementalAssignor({t: 4 for t in first}, lag_aware=lag_aware)
+    shared = IncrementalAssignor({t: 4 for t in first}, lag_aware=lag_aware)
+    shared.intern_partitions()
+    later: list[object] = [PartitionsChanged(t, 4) for t in TOPICS[:2] if t not in first]
+    for event in later + events:
+        assert shared.apply([event]) == plain.apply([event])  # type: ignore[list-item]
+        assert shared.assignment() == plain.assignment()
+    assert shared._ids.in_order == in_order
+
+
 def test_more_orphans_than_members() -> None:
     """Thirty new partitions for three members: each takes ten, as one at a time."""
     eng, _ = IncrementalAssignor.from_snapshot({"t": 30}, {f"m{i}": ["t"] for i in range(3)})
