@@ -54,6 +54,10 @@ class Tags(NamedTuple):
     instance: str | None = None
 
 
+_UNTAGGED = Tags()
+_NOTHING: frozenset[TopicPartition] = frozenset()
+
+
 @dataclass(slots=True)
 class Plan:
     generation: int
@@ -125,7 +129,7 @@ class Reconciler:
             self._refresh.add(member)
 
     def mark_absent(self, member: str, since: float) -> None:
-        self._tag(member, self.tags.get(member, Tags())._replace(absent_since=since))
+        self._tag(member, self.tags.get(member, _UNTAGGED)._replace(absent_since=since))
 
     def mark_present(self, member: str, instance: str | None) -> None:
         """The member is back, as client process ``instance``: a grant issued to another
@@ -133,8 +137,13 @@ class Reconciler:
         self._tag(member, Tags(None, instance))
 
     def _tag(self, member: str, tags: Tags) -> None:
+        """Every presence message re-tags its member: only a difference from the member's
+        record is work for the next plan."""
         self.tags[member] = tags
-        self._tags_changed.add(member)
+        if tags != self._published_tags.get(member, _UNTAGGED):
+            self._tags_changed.add(member)
+        else:
+            self._tags_changed.discard(member)
 
     def ack(self, member: str, generation: int) -> None:
         if generation > self.acked.get(member, -1):
@@ -164,25 +173,27 @@ class Reconciler:
             want = self.target.get(m, have if m in refresh else None)
             if want is None:
                 continue
-            held = have or frozenset()
-            new = set(held & want)
-            for tp in want - held:
+            held = have or _NOTHING
+            # Two passes over the member's partitions; the rest costs what changed.
+            gain, lose = want - held, held - want
+            got: list[TopicPartition] = []
+            for tp in gain:
                 if (
                     tp not in taken
                     and owner.get(tp) is None
                     and tp not in self.releasing
                     and tp not in releases
                 ):
-                    new.add(tp)
+                    got.append(tp)
                     taken[tp] = m
                 else:
                     self._waiting[tp] = m
-            grant = frozenset(new)
-            if grant != have or m in refresh:
-                for tp in held - grant:
+            grant = want if len(got) == len(gain) else (held & want).union(got)
+            if have is None or lose or got or m in refresh:
+                for tp in lose:
                     releases[tp] = Release(m, gen, now + self.handoff_timeout)
-                pending = set(self._releasing_of.get(m, ())) | (held - grant)
-                tags = self.tags.get(m, Tags())
+                pending = set(self._releasing_of.get(m, ())) | lose
+                tags = self.tags.get(m, _UNTAGGED)
                 records.append(
                     Outgoing(m, grant, frozenset(pending), tags.absent_since, tags.instance)
                 )
@@ -245,7 +256,7 @@ class Reconciler:
         return len(self.releasing)
 
     def _tags_differ(self, member: str) -> bool:
-        return self.tags.get(member, Tags()) != self._published_tags.get(member, Tags())
+        return self.tags.get(member, _UNTAGGED) != self._published_tags.get(member, _UNTAGGED)
 
     def releasing_from(self, member: str) -> frozenset[TopicPartition]:
         return frozenset(self._releasing_of.get(member, ()))
