@@ -127,11 +127,10 @@ async def _run(
         names = [f"m{i:05d}" for i in range(args.members)]
         total = per_topic * args.topics
         wave = args.members if args.cold_start == "all" else 100
-        waves, joins = [], []
-        for i in range(0, len(names), wave):  # waves, each settled before the next
-            begun = time.monotonic()
-            await asyncio.gather(*(fleet.join(n, topics) for n in names[i : i + wave]))
-            joins.append(round(time.monotonic() - begun, 2))
+        waves: list[float] = []
+        joins: list[float] = []
+
+        async def settled() -> None:
             # Complete as the fleet holds it; balanced, nothing in flight as the
             # controller sees it.
             await fleet.wait_for(
@@ -139,7 +138,21 @@ async def _run(
                 timeout=1800,
                 every=0.1,
             )
-            waves.append(round(time.monotonic() - begun, 2))
+
+        if args.cold_start == "rolling":  # a wave every --wave-every s, none waited for
+            for i in range(0, len(names), wave):
+                due = started + i // wave * args.wave_every
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+                await asyncio.gather(*(fleet.join(n, topics) for n in names[i : i + wave]))
+                joins.append(round(time.monotonic() - due, 2))
+            await settled()
+        else:
+            for i in range(0, len(names), wave):  # waves, each settled before the next
+                begun = time.monotonic()
+                await asyncio.gather(*(fleet.join(n, topics) for n in names[i : i + wave]))
+                joins.append(round(time.monotonic() - begun, 2))
+                await settled()
+                waves.append(round(time.monotonic() - begun, 2))
         result["initial_assignment_s"] = round(time.monotonic() - started, 1)
         # wave_s: from a wave's first join to settled; join_s: its members connecting and
         # catching up with the assignments topic (the simulated fleet's own share).
@@ -299,10 +312,12 @@ def main() -> None:
     parser.add_argument("--topics", type=int, default=10)
     parser.add_argument(
         "--cold-start",
-        choices=("waves", "all"),
+        choices=("waves", "rolling", "all"),
         default="waves",
-        help="members join in waves of 100, each settled first, or all at once",
+        help="members join in waves of 100, each settled before the next; in waves of 100"
+        " every --wave-every seconds (a rolling scale-up); or all at once",
     )
+    parser.add_argument("--wave-every", type=float, default=1.0, help="rolling: s between waves")
     parser.add_argument("--seconds", type=float, default=120, help="churn phase length")
     parser.add_argument("--rate", type=float, default=5, help="membership events per second")
     parser.add_argument("--soak-minutes", type=float, default=0)

@@ -19,7 +19,10 @@ def group_summary(g: ManagedGroup) -> dict[str, object]:
         "members": state.engine.member_count(),
         "partitions": len(state.reconciler.owner),
         "revoking": state.reconciler.revoking(),
-        "settled": state.settled(),
+        # Settled includes the publication: the plan is committed before its records
+        # are acknowledged, and "settled" promises they are.
+        "settled": state.settled() and not g.publishing,
+        "publishing": g.publishing,
         "paused": state.paused,
         "drained": len(state.drained),
         "total_lag": sum(member_lag.values()),
