@@ -145,8 +145,10 @@ class LagSettings(_Section):
     poll_interval: PositiveDuration = 5.0
     topic: Name = "ballast.lag"
     smoothing: Annotated[float, Field(gt=0, le=1)] = 0.3
-    #: Readings one tick of a group hands its assignor; a poll of every partition is
-    #: absorbed over several ticks, so no tick stalls on it (docs/operations.md).
+    #: Readings one tick of a group hands its assignor, and lag records read from the
+    #: lag topic between two yields of the event loop: a poll of every partition, or a
+    #: backlog of records, is absorbed over several ticks, so no tick stalls on it
+    #: (docs/operations.md).
     batch: Annotated[int, Field(ge=100, le=1_000_000)] = 2000
     #: Lag of a partition with no committed offset, as KAFKA-5337: latest -> 0,
     #: earliest -> everything retained.

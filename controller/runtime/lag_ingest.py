@@ -77,7 +77,11 @@ class LagIngest:
         await consumer.start()
         try:
             while True:
-                batch = await consumer.getmany(timeout_ms=500)
+                # At most ``lag.batch`` records between two yields: a backlog (a restart,
+                # a Spark job's burst) must not hold the event loop, and with it every
+                # group's due rebalance, for the whole fetch.
+                await asyncio.sleep(0)
+                batch = await consumer.getmany(timeout_ms=500, max_records=self.cfg.lag.batch)
                 readings: dict[str, dict[TopicPartition, int | None]] = {}
                 for records in batch.values():
                     for msg in records:

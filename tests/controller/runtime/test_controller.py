@@ -372,6 +372,48 @@ async def test_lag_weight_time_and_tombstones_from_the_lag_topic(
         await producer.stop()
 
 
+async def test_a_lag_topic_backlog_is_read_a_batch_at_a_time(
+    kafka: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+    names: tuple[str, str],
+    topic: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A backlog of lag records (a restart, a burst from the Spark job) is handled
+    ``lag.batch`` records between two yields of the event loop, never in one go: the
+    group loops' due rebalances run in between. Every record is still read."""
+    from controller.wire.records import LagRecord  # noqa: PLC0415
+
+    group = names[0]
+    lag_topic = f"lag-{group}"
+    backlog = 1200
+    producer = AIOKafkaProducer(bootstrap_servers=kafka.address, linger_ms=5)
+    await producer.start()
+    try:
+        for i in range(backlog):
+            p = i % 12
+            value = LagRecord(group=group, topic=topic, partition=p, lag=i, observed_at=1.0)
+            await producer.send(lag_topic, value.encode(), key=f"{group}/{topic}/{p}".encode())
+        await producer.flush()
+    finally:
+        await producer.stop()
+    handed: list[int] = []
+    getmany = AIOKafkaConsumer.getmany
+
+    async def spy(self: AIOKafkaConsumer, *a: Any, **kw: Any) -> Any:
+        batch = await getmany(self, *a, **kw)
+        if any(tp.topic == lag_topic for tp in batch):
+            handed.append(sum(len(v) for v in batch.values()))
+        return batch
+
+    monkeypatch.setattr(AIOKafkaConsumer, "getmany", spy)
+    cfg = make_config(kafka, mqtt, group, lag={"source": "topic", "topic": lag_topic, "batch": 100})
+    async with running(cfg):
+        await _until(lambda: sum(handed) >= backlog)
+    assert sum(handed) == backlog
+    assert max(handed) <= 100
+
+
 async def test_a_member_rack_reaches_the_controller(
     kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str], topic: str
 ) -> None:
