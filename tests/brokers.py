@@ -54,7 +54,11 @@ def make_config(
     kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, group: str, **over: object
 ) -> Config:
     raw: dict[str, object] = {
-        "kafka": {"bootstrap_servers": kafka.address, "idempotent_producer": False},
+        "kafka": {
+            "bootstrap_servers": kafka.address,
+            "idempotent_producer": False,
+            "metadata_interval": 0.5,
+        },
         "mqtt": {
             "port": mqtt.port,
             "client_id": f"ctl-{group}-{uuid.uuid4().hex[:4]}",

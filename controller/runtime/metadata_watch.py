@@ -16,10 +16,10 @@ log = logs.get("ballast.controller")
 
 async def watch_metadata(cfg: Config, state: ReplicaState) -> None:
     """Partition counts of the topics each led group's members subscribe to, on
-    demand (``metadata_wake``) and every ``lag.poll_interval``."""
+    demand (``metadata_wake``) and every ``kafka.metadata_interval``."""
     while True:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(state.metadata_wake.wait(), cfg.lag.poll_interval)
+            await asyncio.wait_for(state.metadata_wake.wait(), cfg.kafka.metadata_interval)
         state.metadata_wake.clear()
         for g in list(state.groups.values()):
             topics = subscribed(g.state.engine.members) | {
