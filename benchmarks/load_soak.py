@@ -130,11 +130,11 @@ async def _run(
         waves: list[float] = []
         joins: list[float] = []
 
-        async def settled() -> None:
-            # Complete as the fleet holds it; balanced, nothing in flight as the
-            # controller sees it.
+        async def settled(members: int) -> None:
+            # Complete as the fleet holds it; every member in, balanced, nothing in
+            # flight as the controller sees it.
             await fleet.wait_for(
-                lambda: fleet_settled(fleet, total) and controller_settled(port, GROUP),
+                lambda: fleet_settled(fleet, total) and controller_settled(port, GROUP, members),
                 timeout=1800,
                 every=0.1,
             )
@@ -145,13 +145,13 @@ async def _run(
                 await asyncio.sleep(max(0.0, due - time.monotonic()))
                 await asyncio.gather(*(fleet.join(n, topics) for n in names[i : i + wave]))
                 joins.append(round(time.monotonic() - due, 2))
-            await settled()
+            await settled(len(names))
         else:
             for i in range(0, len(names), wave):  # waves, each settled before the next
                 begun = time.monotonic()
                 await asyncio.gather(*(fleet.join(n, topics) for n in names[i : i + wave]))
                 joins.append(round(time.monotonic() - begun, 2))
-                await settled()
+                await settled(min(i + wave, len(names)))
                 waves.append(round(time.monotonic() - begun, 2))
         result["initial_assignment_s"] = round(time.monotonic() - started, 1)
         # wave_s: from a wave's first join to settled; join_s: its members connecting and
@@ -220,12 +220,14 @@ def fleet_settled(fleet: Fleet, total: int) -> bool:
     return len(owners) == total and all(len(o) == 1 for o in owners.values())
 
 
-def controller_settled(port: int, group: str) -> bool:
-    """The controller's own view: nothing pending, every grant its target, no handoff in
-    flight (``/v1/groups``: O(1) to answer, so polling it does not load the controller)."""
+def controller_settled(port: int, group: str, members: int | None = None) -> bool:
+    """The controller's own view: nothing pending, every grant its target, no handoff or
+    publication in flight, and (given ``members``) that many members in its assignment:
+    a join it has not heard of yet leaves the previous step looking settled
+    (``/v1/groups``: O(members) to answer, cheap enough to poll)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/groups", timeout=10) as r:
-        view = json.loads(r.read())
-    return bool(view["groups"][group]["settled"])
+        view = json.loads(r.read())["groups"][group]
+    return bool(view["settled"]) and members in (None, view["members"])
 
 
 async def churn(
