@@ -35,7 +35,6 @@ import math
 from collections import _count_elements  # type: ignore[attr-defined]
 from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain, filterfalse, islice, repeat, takewhile
 from operator import attrgetter, lshift, neg, or_, sub
@@ -51,6 +50,7 @@ from .capacity import (
     deal_by_capacity,
     quotas,
 )
+from .collector import paused as collector_paused
 from .constraints import (
     NONE,
     Constraints,
@@ -318,7 +318,7 @@ class IncrementalAssignor:
         and ``max_partitions`` (``constraints.py``) may name members and partitions not
         in the group yet: they hold once these exist.
         """
-        with _gc_paused():
+        with collector_paused():
             start = _Start.of(
                 partitions_per_topic,
                 subscriptions,
@@ -358,7 +358,7 @@ class IncrementalAssignor:
         fresh uniform deal is already final (nothing to keep, no lag to even out). The
         caller knows the whole group: every pin must name an existing partition and a
         subscribed member, every cap a member."""
-        with _gc_paused():
+        with collector_paused():
             start = _Start.of(
                 partitions_per_topic,
                 subscriptions,
@@ -494,7 +494,7 @@ class IncrementalAssignor:
         tracked objects and frees most of them, but unpaused those allocations set off
         young collections and, now and then, a full one over the whole engine (up to
         86 ms inside one lag update at 10 000 x 1 000 000)."""
-        with _gc_paused():
+        with collector_paused():
             return self._apply(events)
 
     def _apply(self, events: Iterable[Event]) -> Change:
@@ -2059,16 +2059,3 @@ def _unweighted_indexes(members: Mapping[str, _Member]) -> tuple[SortedList, Sor
 def _last_entry_at(lag: int) -> int:
     """The largest possible ``by_lag`` entry with this lag."""
     return lag << LAG_SHIFT | PID_MASK
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """A build allocates a few container objects per member, all acyclic: the cyclic
-    collector has nothing to find in them mid-build."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

@@ -12,8 +12,6 @@ counting when replaced, and full collections then walk only what is new.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 #: Young collections every 10 000 allocations (not 700), full ones after 20 x 100 of
 #: them: the churn of a busy group (partition objects of readings and records) then
@@ -41,18 +39,3 @@ def built() -> None:
     cyclic garbage is collected first, so none of it is frozen for good."""
     gc.collect(1)
     gc.freeze()
-
-
-@contextmanager
-def paused() -> Iterator[None]:
-    """No collection while a burst of acyclic objects is built and dropped (a decoded
-    Metadata response: a full collection over its million objects held the GIL, and
-    so the event loop, for ~100 ms). Safe across threads: whoever found the collector
-    on turns it back on, so it never stays off."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

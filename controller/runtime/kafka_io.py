@@ -21,10 +21,10 @@ from aiokafka.helpers import create_ssl_context
 from aiokafka.protocol.metadata import MetadataRequest
 
 from assignors import TopicPartition
+from assignors.collector import paused as collector_paused
 from assignors.racks import valid_rack
 from controller.core.handoff import Outgoing
 from controller.errors import InputError
-from controller.runtime import heap
 from controller.runtime.config import Config
 from controller.runtime.packed_send import PackedSender
 from controller.wire.assignments import EPOCH_HEADER, GENERATION_HEADER, log_entry
@@ -81,7 +81,7 @@ class _Undecoded(NamedTuple):
     data: Any
 
     def read(self) -> TopicMetadata:
-        with heap.paused():
+        with collector_paused():
             return read_topic_metadata(self.kind.decode(self.data).to_object())
 
 

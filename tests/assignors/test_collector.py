@@ -3,7 +3,7 @@ from __future__ import annotations
 import gc
 import threading
 
-from controller.runtime import heap
+from assignors import collector
 
 
 def test_a_pause_overlapping_another_never_leaves_the_collector_off() -> None:
@@ -14,7 +14,7 @@ def test_a_pause_overlapping_another_never_leaves_the_collector_off() -> None:
     inside, leave = threading.Event(), threading.Event()
 
     def worker() -> None:
-        with heap.paused():
+        with collector.paused():
             inside.set()
             leave.wait(10)
 
@@ -23,7 +23,7 @@ def test_a_pause_overlapping_another_never_leaves_the_collector_off() -> None:
     inside.wait(10)
     try:
         assert not gc.isenabled()
-        with heap.paused():  # found it off: leaves it to the worker
+        with collector.paused():  # found it off: leaves it to the worker
             leave.set()
             t.join(10)
         assert gc.isenabled()  # the worker, which found it on, turned it back on
@@ -31,7 +31,7 @@ def test_a_pause_overlapping_another_never_leaves_the_collector_off() -> None:
         leave.set()
         t.join(10)
         gc.enable()
-    with heap.paused():
+    with collector.paused():
         inside.clear()
         leave.clear()
         t = threading.Thread(target=worker)
