@@ -136,7 +136,8 @@ async def test_dev_up_run_and_operate(tmp_path: Path) -> None:
         await fleet.wait_for(lambda: len(fleet.members["a"].partitions) == 0, timeout=30)
         view = as_json(cli("describe", dev.GROUP, "-o", "json", env=env))
         assert view["members"]["a"]["state"] == "drained"
-        assert view["recent_rebalances"][-1]["reasons"] == ["drain"]
+        # A lag poll landing in the same coalescing window adds its reason to the step.
+        assert "drain" in view["recent_rebalances"][-1]["reasons"]
         assert (
             "drain: 2 member(s) changed"
             in cli("describe", dev.GROUP, "-o", "table", env=env).stdout
