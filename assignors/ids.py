@@ -13,9 +13,9 @@ rules and errors) when they are not.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain, compress, repeat
+from itertools import accumulate, chain, compress, repeat
 from operator import add, itemgetter
 from typing import Any
 
@@ -35,14 +35,6 @@ topic_of = PART_BITS.__rrshift__
 pid_of = PID_MASK.__and__
 
 _new_tuple = tuple.__new__
-
-
-def _runs(counts: Iterable[int]) -> Iterator[tuple[int, int]]:
-    """Each count with the end of its run in the concatenation."""
-    stop = 0
-    for n in counts:
-        stop += n
-        yield n, stop
 
 
 _first = itemgetter(0)
@@ -126,14 +118,17 @@ class TopicIds:
         return out
 
     def tps_runs(
-        self, pids: NDArray[np.int64], counts: Iterable[int]
+        self, pids: NDArray[np.int64], counts: Sequence[int]
     ) -> list[list[TopicPartition]]:
         """``tps`` of each run of ``pids`` (ascending runs, ``counts`` long each): with
         interned partitions, one gather per topic and one conversion instead of a Python
         lookup per partition."""
         if self.interned is None:
             flat = pids.tolist()
-            return [self.tps(flat[stop - n : stop]) for n, stop in _runs(counts)]
+            return [
+                self.tps(flat[stop - n : stop])
+                for n, stop in zip(counts, accumulate(counts), strict=True)
+            ]
         topics, parts = pids >> PART_BITS, pids & PART_MASK
         objects = np.empty(len(pids), dtype=object)
         for t in np.unique(topics).tolist():
@@ -141,7 +136,7 @@ class TopicIds:
             mine = parts[at]
             objects[at] = self._objects(t, int(mine.max()) + 1)[mine]
         flat = objects.tolist()
-        out = [flat[stop - n : stop] for n, stop in _runs(counts)]
+        out = [flat[stop - n : stop] for n, stop in zip(counts, accumulate(counts), strict=True)]
         if not self.in_order:
             for run in out:
                 run.sort()
@@ -149,11 +144,7 @@ class TopicIds:
 
     def _objects(self, t: int, need: int) -> NDArray[np.object_]:
         """Topic ``t``'s interned partitions ``0 .. need-1`` (at least) as an array."""
-        assert self.interned is not None
-        known = self.interned[t]
-        if len(known) < need:
-            name = self.names[t]
-            known.extend(_new_tuple(TopicPartition, (name, q)) for q in range(len(known), need))
+        known = self._interned_up_to(t, need)
         got = self._arrays.get(t)
         if got is None or len(got) != len(known):
             got = self._arrays[t] = np.fromiter(known, dtype=object, count=len(known))
@@ -168,11 +159,16 @@ class TopicIds:
                 return [interned[p >> PART_BITS][p & PART_MASK] for p in pids]
             except IndexError:
                 for p in pids:
-                    known, name = interned[p >> PART_BITS], self.names[p >> PART_BITS]
-                    known.extend(
-                        _new_tuple(TopicPartition, (name, q))
-                        for q in range(len(known), (p & PART_MASK) + 1)
-                    )
+                    self._interned_up_to(p >> PART_BITS, (p & PART_MASK) + 1)
+
+    def _interned_up_to(self, t: int, need: int) -> list[TopicPartition]:
+        """Topic ``t``'s interned partitions, created up to ``need`` if fewer."""
+        assert self.interned is not None
+        known = self.interned[t]
+        if len(known) < need:
+            name = self.names[t]
+            known.extend(_new_tuple(TopicPartition, (name, q)) for q in range(len(known), need))
+        return known
 
     # ------------------------------------------------------------------ lag
 
