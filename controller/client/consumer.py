@@ -53,6 +53,9 @@ log = logs.get("ballast.client")
 
 Callback = Callable[[set[KafkaTP]], Awaitable[None] | None]
 
+#: How long a new assignment may wait for the ``getmany`` slice in progress (ms).
+CHANGE_CHECK_MS = 50
+
 
 class _Grant(NamedTuple):
     """What to hold next, and the generation that applying it acknowledges."""
@@ -89,6 +92,7 @@ class ManagedConsumer:
         sample_interval: float = 5.0,
         mqtt_auth: MqttAuth | None = None,
         kafka_security: Mapping[str, Any] | None = None,
+        assignments_fetch_max_wait_ms: int = 500,
         **consumer_options: Any,
     ) -> None:
         self.group = group
@@ -130,10 +134,14 @@ class ManagedConsumer:
             auto_offset_reset=auto_offset_reset,
             **consumer_options,
         )
+        # Kafka answers a waiting fetch as soon as a record lands, so the wait only sets
+        # how often an idle reader asks; a broker that answers late delivers records
+        # sooner with less (docs/operations.md, "Failover").
         self._reader = AIOKafkaConsumer(
             **self._kafka,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            fetch_max_wait_ms=assignments_fetch_max_wait_ms,
         )
         self._mqtt_client: aiomqtt.Client | None = None
         self._producer: AIOKafkaProducer | None = None
@@ -249,26 +257,41 @@ class ManagedConsumer:
     async def getmany(
         self, timeout_ms: int = 1000, max_records: int | None = None
     ) -> dict[KafkaTP, list[ConsumerRecord]]:
-        """Like ``AIOKafkaConsumer.getmany``; applies any new assignment first."""
+        """Like ``AIOKafkaConsumer.getmany``; applies any new assignment first, and returns
+        early (possibly empty, within ``CHANGE_CHECK_MS``) when one arrives while it waits,
+        so that a grant or revoke takes effect at the next call instead of after a whole
+        poll on a quiet topic."""
         async with self._lock:
+            self._changed.clear()  # what arrives from here on ends this call's wait
             if self._pending is not None:
                 await self._apply_pending()
-            if not self.assignment:
-                batch: dict[KafkaTP, list[ConsumerRecord]] = {}
-            else:
-                batch = await self.consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+            if self.assignment:
+                batch = await self._fetch_until_changed(timeout_ms, max_records)
                 batch = {tp: recs for tp, recs in batch.items() if tp in self.assignment}
                 for tp, recs in batch.items():
                     if recs:
                         self._consumed[tp] = recs[-1].offset + 1
-        if not batch:
-            # Nothing assigned or nothing new: wait for a change instead of spinning.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._changed.wait(), timeout_ms / 1000 if not self.assignment else 0
-                )
-            self._changed.clear()
-        return batch
+                return batch
+        # Nothing assigned: wait for a change instead of spinning.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout_ms / 1000)
+        return {}
+
+    async def _fetch_until_changed(
+        self, timeout_ms: int, max_records: int | None
+    ) -> dict[KafkaTP, list[ConsumerRecord]]:
+        """The data consumer's ``getmany`` in slices of at most ``CHANGE_CHECK_MS``, ending
+        after the slice in which a new assignment arrived. Slices, not a race between the
+        fetch and the change: aiokafka hands records out inside ``getmany``, so a fetch
+        cancelled at the wrong moment would drop the records it had just taken."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            remaining = max(0, round((deadline - time.monotonic()) * 1000))
+            batch: dict[KafkaTP, list[ConsumerRecord]] = await self.consumer.getmany(
+                timeout_ms=min(remaining, CHANGE_CHECK_MS), max_records=max_records
+            )
+            if batch or remaining <= CHANGE_CHECK_MS or self._changed.is_set():
+                return batch
 
     def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
         return self._iterate()

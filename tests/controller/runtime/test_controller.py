@@ -474,3 +474,46 @@ async def test_a_member_rack_reaches_the_controller(
         finally:
             for c in members:
                 await c.close()
+
+
+async def test_a_long_poll_on_a_quiet_topic_returns_when_the_assignment_changes(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str], topic: str
+) -> None:
+    """An application waiting in ``getmany`` with a long timeout on a topic with no
+    traffic (``async for`` waits the same way) must not hold a revoke for that timeout:
+    the call returns when a new record arrives and the next one applies it. Here the
+    first member polls with a ten-minute timeout; the second member's share can only
+    reach it if the first one's wait is cut short (its revoke watchdog needs the lock
+    the wait holds)."""
+    group = names[0]
+    cfg = make_config(kafka, mqtt, group)
+
+    def member(name: str) -> ManagedConsumer:
+        return ManagedConsumer(
+            group, name, [topic], bootstrap_servers=kafka.address, mqtt_port=mqtt.port
+        )
+
+    async def poll(c: ManagedConsumer) -> None:
+        while True:
+            await c.getmany(timeout_ms=600_000)
+
+    async with running(cfg):
+        first, second = member("first"), member("second")
+        await first.start()
+        polls = [asyncio.create_task(poll(first))]
+        try:
+            while len(first.assignment) != 12:
+                await asyncio.sleep(0.05)
+            await second.start()
+            polls.append(asyncio.create_task(poll(second)))
+            # A liveness bound, not a performance target: without the early return the
+            # first member's revoke waits out its ten-minute poll.
+            async with asyncio.timeout(60):
+                while sorted(len(c.assignment) for c in (first, second)) != [6, 6]:
+                    await asyncio.sleep(0.05)
+        finally:
+            for t in polls:
+                t.cancel()
+            await asyncio.gather(*polls, return_exceptions=True)
+            for c in (first, second):
+                await c.close()
