@@ -80,7 +80,13 @@ async def wait_markers(tracker: Tracker, names: set[str], timeout: float) -> flo
 
 
 async def ballast_run(
-    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, n: int, events: int, tmp: Path
+    kafka: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+    n: int,
+    events: int,
+    tmp: Path,
+    reader_wait_ms: int = 500,
+    poll_ms: int = 100,
 ) -> dict[str, Any]:
     topic, group = "ballast-bench", "ballast-bench"
     await embedded.create_topics(kafka.address, {topic: n * PER_CONSUMER})
@@ -107,7 +113,7 @@ async def ballast_run(
 
     async def consume(c: ManagedConsumer) -> None:
         while True:
-            batch = await c.getmany(timeout_ms=100)
+            batch = await c.getmany(timeout_ms=poll_ms)
             for records in batch.values():
                 for r in records:
                     tracker.record(r.partition, r.offset, r.value)
@@ -124,6 +130,7 @@ async def ballast_run(
             mqtt_keepalive=1,
             auto_offset_reset="earliest",
             fetch_max_wait_ms=50,
+            assignments_fetch_max_wait_ms=reader_wait_ms,
         )
         await c.start()
         consumers[name] = c
@@ -277,12 +284,14 @@ def summary(values: list[float]) -> dict[str, float]:
     }
 
 
-async def main_async(consumers: int, events: int) -> dict[str, Any]:
+async def main_async(
+    consumers: int, events: int, reader_wait_ms: int, poll_ms: int
+) -> dict[str, Any]:
     with (
         tempfile.TemporaryDirectory(prefix="ballast-handoff-") as tmp,
         embedded.brokers(Path(tmp)) as (kafka, mqtt),
     ):
-        ours = await ballast_run(kafka, mqtt, consumers, events, Path(tmp))
+        ours = await ballast_run(kafka, mqtt, consumers, events, Path(tmp), reader_wait_ms, poll_ms)
         peer = await group_run(kafka, consumers, events)
     out = {"consumers": consumers, "ballast": ours, "group_protocol": peer}
     if ours["clean_leave_ms"] and peer["clean_leave_ms"]:
@@ -298,8 +307,22 @@ def main() -> None:
     )
     parser.add_argument("--consumers", type=int, default=20)
     parser.add_argument("--events", type=int, default=5)
+    parser.add_argument(
+        "--assignments-fetch-wait-ms",
+        type=int,
+        default=500,
+        help="ManagedConsumer(assignments_fetch_max_wait_ms=...): how long each member's "
+        "reader of the assignments topic waits at the broker (docs/client.md)",
+    )
+    parser.add_argument(
+        "--poll-ms",
+        type=int,
+        default=100,
+        help="the timeout of each Ballast consumer's getmany (async for uses 1000)",
+    )
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(main_async(args.consumers, args.events)), indent=2))
+    out = main_async(args.consumers, args.events, args.assignments_fetch_wait_ms, args.poll_ms)
+    print(json.dumps(asyncio.run(out), indent=2))
 
 
 if __name__ == "__main__":
