@@ -81,6 +81,7 @@ from .ids import (
     TopicIds,
     pid_of,
     runs,
+    sort_runs,
     topic_of,
 )
 from .lag_swap import exact, lags_of, nearest_swap
@@ -1667,8 +1668,8 @@ class IncrementalAssignor:
         counts = [m.count for m in ms]
         entries = chain.from_iterable(m.by_lag for m in ms)
         pids = np.fromiter(map(pid_of, entries), np.int64, sum(counts))
-        runs = np.repeat(np.arange(len(ms)), counts)
-        return self._ids.tps_runs(pids[np.lexsort((pids, runs))], counts)
+        runs = np.repeat(np.arange(len(ms), dtype=np.int64), counts)
+        return self._ids.tps_runs(sort_runs(pids, runs), counts)
 
     def _diff(self, count_lag_moves: bool) -> Change:
         # A member's list changed iff a partition it held, or holds now, changed hands

@@ -48,7 +48,7 @@ class TopicIds:
     order and sorted pid lists convert to sorted partition lists without a sort.
     """
 
-    __slots__ = ("_arrays", "base", "in_order", "index", "interned", "names")
+    __slots__ = ("_at", "_laid_out", "_objects", "base", "in_order", "index", "interned", "names")
 
     def __init__(self, names: Iterable[str] = ()) -> None:
         self.names: list[str] = []
@@ -58,8 +58,12 @@ class TopicIds:
         self.in_order = True
         #: topic id -> its partitions as shared objects, once ``intern()`` was called.
         self.interned: list[list[TopicPartition]] | None = None
-        #: topic id -> ``interned[t]`` as an object array, for gathers; rebuilt when stale.
-        self._arrays: dict[int, NDArray[np.object_]] = {}
+        #: Every interned partition in one object array, topic after topic, for gathers:
+        #: topic ``t`` starts at ``_at[t]`` with ``_laid_out[t]`` of them. Laid out again
+        #: when a gather needs a partition created since.
+        self._objects: NDArray[np.object_] = np.empty(0, dtype=object)
+        self._at: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._laid_out: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         for name in names:
             self.add(name)
 
@@ -121,8 +125,8 @@ class TopicIds:
         self, pids: NDArray[np.int64], counts: Sequence[int]
     ) -> list[list[TopicPartition]]:
         """``tps`` of each run of ``pids`` (ascending runs, ``counts`` long each): with
-        interned partitions, one gather per topic and one conversion instead of a Python
-        lookup per partition."""
+        interned partitions, one gather and one conversion instead of a Python lookup per
+        partition."""
         if self.interned is None:
             flat = pids.tolist()
             return [
@@ -130,25 +134,31 @@ class TopicIds:
                 for n, stop in zip(counts, accumulate(counts), strict=True)
             ]
         topics, parts = pids >> PART_BITS, pids & PART_MASK
-        objects = np.empty(len(pids), dtype=object)
-        for t in np.unique(topics).tolist():
-            at = topics == t
-            mine = parts[at]
-            objects[at] = self._objects(t, int(mine.max()) + 1)[mine]
-        flat = objects.tolist()
+        flat = self._gather(topics, parts).tolist()
         out = [flat[stop - n : stop] for n, stop in zip(counts, accumulate(counts), strict=True)]
         if not self.in_order:
             for run in out:
                 run.sort()
         return out
 
-    def _objects(self, t: int, need: int) -> NDArray[np.object_]:
-        """Topic ``t``'s interned partitions ``0 .. need-1`` (at least) as an array."""
-        known = self._interned_up_to(t, need)
-        got = self._arrays.get(t)
-        if got is None or len(got) != len(known):
-            got = self._arrays[t] = np.fromiter(known, dtype=object, count=len(known))
+    def _gather(self, topics: NDArray[np.int64], parts: NDArray[np.int64]) -> NDArray[np.object_]:
+        """The interned objects of these partitions, in one fancy index."""
+        laid = self._laid_out
+        if len(laid) < len(self.names) or (len(parts) and (parts >= laid[topics]).any()):
+            for t in np.unique(topics).tolist():
+                self._interned_up_to(t, int(parts[topics == t].max()) + 1)
+            self._lay_out()
+        got: NDArray[np.object_] = self._objects[self._at[topics] + parts]
         return got
+
+    def _lay_out(self) -> None:
+        assert self.interned is not None
+        sizes = np.fromiter(map(len, self.interned), np.int64, len(self.interned))
+        self._objects = np.fromiter(
+            chain.from_iterable(self.interned), dtype=object, count=int(sizes.sum())
+        )
+        self._at = np.cumsum(sizes) - sizes
+        self._laid_out = sizes
 
     def _shared(self, pids: list[int]) -> list[TopicPartition]:
         """``tps`` from the interned objects, creating those of partitions not seen yet."""
@@ -398,6 +408,22 @@ def runs(flat: NDArray[Any], ends: NDArray[np.intp]) -> Iterator[list[Any]]:
     run ``i`` is ``flat[ends[i-1]:ends[i]]``."""
     values, stops = flat.tolist(), ends.tolist()
     return map(values.__getitem__, map(slice, [0, *stops[:-1]], stops))
+
+
+def sort_runs(pids: NDArray[np.int64], run: NDArray[np.int64]) -> NDArray[np.int64]:
+    """``pids`` ascending within each run, runs kept in place (``run``: each pid's run
+    number, non-decreasing). One sort of the key ``run * span + pid`` where it fits in 63
+    bits (with topic ids below 2**15, any number of runs below 65 536), else a
+    ``lexsort``, which costs about three times as much."""
+    if not len(pids):
+        return pids
+    span = int(pids.max()) + 1
+    if int(run[-1]) >= (1 << 63) // span - 1:
+        return pids[np.lexsort((pids, run))]
+    key = run * span + pids
+    key.sort()
+    key %= span
+    return key
 
 
 def valid_claims(

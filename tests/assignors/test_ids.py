@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,7 +19,7 @@ from assignors import (
     TopicPartition,
     assign,
 )
-from assignors.ids import TopicIds, valid_claims
+from assignors.ids import PART_BITS, TopicIds, sort_runs, valid_claims
 from assignors.placement import heaviest_first_order
 from assignors.spec import build_spec
 
@@ -159,8 +160,10 @@ def test_interned_partitions_are_shared_objects_and_follow_new_partitions() -> N
     assert eng.partitions_of("a")[0] is not eng.partitions_of("a")[0]  # default: fresh
     eng.intern_partitions()
     first = eng.partitions_of("a")
-    eng.apply([PartitionsChanged("t", 6), MemberJoined("b", frozenset({"t"}))])
+    change = eng.apply([PartitionsChanged("t", 6), MemberJoined("b", frozenset({"t"}))])
     both = eng.partitions_of("a") + eng.partitions_of("b")
+    # The change's lists (gathered from an array of them) hold the same objects.
+    assert all(x is y for x, y in zip(change.assignments["b"], eng.partitions_of("b"), strict=True))
     assert sorted(both) == [TopicPartition("t", p) for p in range(6)]
     shared = {id(tp) for tp in first}
     assert {id(tp) for tp in both if tp in first} == shared
@@ -198,3 +201,24 @@ def test_claims_follow_the_rule_written_out(data: st.DataObject) -> None:
     expected = claims_by_the_rule(ppt, subs, shuffled)
     assert valid_claims(build_spec(ppt, subs), as_tps) == expected
     assert valid_claims(build_spec(ppt, subs), shuffled) == expected
+
+
+@SETTINGS
+@given(
+    runs=st.lists(
+        st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2**31 - 1)), unique=True, max_size=8),
+        max_size=12,
+    ),
+    wide=st.booleans(),
+)
+def test_sort_runs_sorts_within_each_run_and_keeps_the_runs_in_place(
+    runs: list[list[tuple[int, int]]], wide: bool
+) -> None:
+    """The combined-key sort equals a ``lexsort``; ``wide`` topic ids (up to 2**30)
+    make the key overflow 63 bits, which must take the ``lexsort`` instead."""
+    scale = 1 << 28 if wide else 1
+    pids = [((t * scale) << PART_BITS) | p for run in runs for t, p in run]
+    run = np.repeat(np.arange(len(runs), dtype=np.int64), [len(r) for r in runs])
+    got = sort_runs(np.array(pids, dtype=np.int64), run).tolist()
+    want = [pid for _, pid in sorted(zip(run.tolist(), pids, strict=True))]
+    assert got == want
