@@ -20,7 +20,7 @@ deposed leader's half-landed publication harmless (docs/fencing.md).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -45,6 +45,10 @@ class Outgoing:
     absent_since: float | None = None
     #: The client process the grant is issued to (``Assignment.instance``).
     instance: str | None = None
+    #: ``partitions`` in order, when the grant is the target as the assignor listed it:
+    #: encoding then skips sorting it again (most of a mass change's encoding time). Not
+    #: part of the record's identity: ``partitions`` says the same.
+    listed: Sequence[TopicPartition] | None = field(default=None, compare=False)
 
 
 class Tags(NamedTuple):
@@ -85,6 +89,8 @@ class Reconciler:
             tp: m for m, parts in self.granted.items() for tp in parts
         }
         self.target: dict[str, frozenset[TopicPartition]] = dict(self.granted)
+        #: Each target as ``update_target`` was given it: sorted.
+        self._listed: dict[str, Sequence[TopicPartition]] = {}
         self.acked: dict[str, int] = {}
         self.releasing: dict[TopicPartition, Release] = {}
         #: member -> partitions it is releasing; deadlines in a lazy min-heap. Acks and
@@ -109,15 +115,18 @@ class Reconciler:
     # ------------------------------------------------------------------ inputs
 
     def update_target(
-        self, assignments: Mapping[str, Collection[TopicPartition]], removed: Iterable[str] = ()
+        self, assignments: Mapping[str, Sequence[TopicPartition]], removed: Iterable[str] = ()
     ) -> None:
-        """Only the members whose target changed; ``removed`` left the group."""
+        """Only the members whose target changed, each a sorted list (as the assignor's
+        ``Change`` has them); ``removed`` left the group."""
         for m, parts in assignments.items():
             self.target[m] = frozenset(parts)
+            self._listed[m] = parts
             self._dirty.add(m)
             self._departed.discard(m)
         for m in removed:
             self.target.pop(m, None)
+            self._listed.pop(m, None)
             self._dirty.discard(m)
             if m in self.granted:
                 self._departed.add(m)
@@ -194,8 +203,9 @@ class Reconciler:
                     releases[tp] = Release(m, gen, now + self.handoff_timeout)
                 pending = set(self._releasing_of.get(m, ())) | lose
                 tags = self.tags.get(m, _UNTAGGED)
+                listed = self._listed.get(m) if grant is want else None
                 records.append(
-                    Outgoing(m, grant, frozenset(pending), tags.absent_since, tags.instance)
+                    Outgoing(m, grant, frozenset(pending), tags.absent_since, tags.instance, listed)
                 )
         if not records:
             self._dirty.clear()

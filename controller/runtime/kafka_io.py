@@ -399,8 +399,9 @@ def encode_plan(
                 member=rec.member,
                 generation=generation,
                 controller_epoch=epoch,
-                partitions=[(tp.topic, tp.partition) for tp in sorted(rec.partitions)],
-                revoking=[(tp.topic, tp.partition) for tp in sorted(rec.revoking)],
+                # TopicPartitions are (topic, partition) tuples: serialized as they are.
+                partitions=sorted(rec.partitions) if rec.listed is None else rec.listed,
+                revoking=sorted(rec.revoking),
                 topics=sorted(topics_of(rec.member) or ()),
                 issued_at=issued_at,
                 absent_since=None if rec.absent_since is None else wall_clock(rec.absent_since),

@@ -68,6 +68,10 @@ class Sim:
         self.arrivals: list[tuple[float, Consumer]] = []
 
     def deliver(self, plan: Plan) -> None:
+        for rec in plan.records:  # encoding writes ``listed`` as the grant, unsorted
+            if rec.listed is not None:
+                assert rec.partitions is not None
+                assert list(rec.listed) == sorted(rec.partitions), rec.member
         self.group.reconciler.commit(plan)
         self.published.append(plan)
         for rec in plan.records:

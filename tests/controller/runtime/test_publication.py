@@ -3,6 +3,8 @@ every reader accepts, headers on tombstones included."""
 
 from __future__ import annotations
 
+import json
+
 from assignors import TopicPartition
 from controller.core.handoff import Outgoing
 from controller.runtime.kafka_io import encode_plan
@@ -34,3 +36,19 @@ def test_encoded_records_decode_as_the_schema_demands() -> None:
     assert (rb.topics, rb.generation, rb.controller_epoch) == (["a", "t"], 17, 4)
     rc = decode(Assignment, c.value, "test")
     assert (rc.partitions, rc.absent_since, rc.instance) == ([], 105.0, "i-7")
+
+
+def test_partitions_go_out_sorted_whether_listed_or_not() -> None:
+    """``partitions`` is sorted on the wire (docs/protocol.md). A record whose grant the
+    reconciler took from the assignor's list is written in that list's order; any other
+    is sorted while encoding. Readers sort on decoding, so this reads the raw bytes."""
+    tp = TopicPartition
+    listed = [tp("a", 1), tp("t", 0), tp("t", 3)]
+    records = [
+        Outgoing("b", frozenset(listed), listed=listed),
+        Outgoing("c", frozenset({tp("t", 3), tp("a", 1), tp("t", 0)})),
+    ]
+    out = encode_plan("g", 1, 2, records, lambda m: None, issued_at=1.0, wall_clock=float)
+    for r in out:
+        assert r.value is not None
+        assert json.loads(r.value)["partitions"] == [["a", 1], ["t", 0], ["t", 3]]
