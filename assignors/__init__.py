@@ -10,6 +10,7 @@ from .engine import IncrementalAssignor
 from .events import (
     Change,
     ConstraintsChanged,
+    Delta,
     Event,
     LagTrigger,
     LagUpdated,
@@ -29,6 +30,7 @@ __all__ = [
     "Assignment",
     "Change",
     "ConstraintsChanged",
+    "Delta",
     "Event",
     "IncrementalAssignor",
     "LagPolicy",

@@ -32,7 +32,7 @@ import bisect
 import gc
 import heapq
 import math
-from collections import _count_elements  # type: ignore[attr-defined]
+from collections import _count_elements, defaultdict  # type: ignore[attr-defined]
 from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -63,6 +63,7 @@ from .constraints import (
 from .events import (
     Change,
     ConstraintsChanged,
+    Delta,
     Event,
     LagTrigger,
     LagUpdated,
@@ -1681,6 +1682,8 @@ class IncrementalAssignor:
         lag_moved = 0
         rack_moved = 0
         vanished = self._vanished_from
+        gained: dict[str | None, list[int]] = defaultdict(list)
+        lost: dict[str | None, list[int]] = defaultdict(list)
         for pid, old in self._before_owner.items():
             now = owner.get(pid)
             held = vanished.get(pid) if old is None else old
@@ -1688,6 +1691,8 @@ class IncrementalAssignor:
                 continue
             differ.add(now)
             differ.add(held)
+            gained[now].append(pid)
+            lost[held].append(pid)
             if old is None or now is None:
                 continue
             m = members.get(old)
@@ -1699,6 +1704,7 @@ class IncrementalAssignor:
                     rack_moved += 1
         names = sorted(members.keys() & differ)
         changed = dict(zip(names, self._lists([members[n] for n in names]), strict=True))
+        tps = self._ids.tps
         return Change(
             assignments=changed,
             removed=frozenset(self._removed - set(self._members)),
@@ -1706,6 +1712,10 @@ class IncrementalAssignor:
             moved_for_lag=lag_moved if count_lag_moves else 0,
             lag_trigger=self._trigger if lag_moved and count_lag_moves else None,
             moved_for_rack=rack_moved,
+            deltas={
+                n: Delta(frozenset(tps(gained.get(n, ()))), frozenset(tps(lost.get(n, ()))))
+                for n in names
+            },
         )
 
 

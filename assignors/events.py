@@ -71,6 +71,14 @@ Event = (
 )
 
 
+class Delta(NamedTuple):
+    """How one member's partitions changed in an ``apply``: the new list is the old one
+    without ``lost``, plus ``gained``."""
+
+    gained: frozenset[TopicPartition]
+    lost: frozenset[TopicPartition]
+
+
 @dataclass(frozen=True, slots=True)
 class Change:
     """What one ``apply`` changed: only the members whose partitions differ."""
@@ -87,6 +95,9 @@ class Change:
     lag_trigger: LagTrigger | None = None
     #: Of ``moved``, those swapped onto a replica's rack (rack awareness).
     moved_for_rack: int = 0
+    #: Member -> its ``Delta``, for every member of ``assignments``: a caller that keeps
+    #: each member's previous list (as sets) updates it at the cost of what moved.
+    deltas: dict[str, Delta] = field(default_factory=dict)
 
 
 class LagTrigger(NamedTuple):

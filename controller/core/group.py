@@ -562,7 +562,7 @@ class GroupState:
             started = time.perf_counter()
             change = self.engine.apply(self._pending)
             assign_seconds = time.perf_counter() - started
-            self.reconciler.update_target(change.assignments, change.removed)
+            self.reconciler.update_target(change.assignments, change.removed, change.deltas)
             rebalance = Rebalance(
                 reasons=tuple(r for r in REASONS if r in self._reasons),
                 moved=change.moved,

@@ -24,7 +24,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from assignors import TopicPartition
+from assignors import Delta, TopicPartition
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +62,23 @@ _UNTAGGED = Tags()
 _NOTHING: frozenset[TopicPartition] = frozenset()
 
 
+class Edit(NamedTuple):
+    """What a plan's record changes in its member's grant."""
+
+    #: The grant the plan started from: the commit uses the edit only while it stands.
+    grant: frozenset[TopicPartition] | None
+    added: Collection[TopicPartition]
+    dropped: Collection[TopicPartition]
+
+
 @dataclass(slots=True)
 class Plan:
     generation: int
     records: list[Outgoing]
     releases: dict[TopicPartition, Release] = field(default_factory=dict)
+    #: member -> what its record changes: the commit applies these instead of comparing
+    #: whole grants.
+    edits: dict[str, Edit] = field(default_factory=dict)
 
 
 class Reconciler:
@@ -91,6 +103,10 @@ class Reconciler:
         self.target: dict[str, frozenset[TopicPartition]] = dict(self.granted)
         #: Each target as ``update_target`` was given it: sorted.
         self._listed: dict[str, Sequence[TopicPartition]] = {}
+        #: member -> (the target a ``Delta`` was applied to, the delta), until the next
+        #: commit: a plan of a member whose grant is still that target takes its gains
+        #: and losses from the delta instead of comparing whole sets.
+        self._moved: dict[str, tuple[frozenset[TopicPartition], Delta]] = {}
         self.acked: dict[str, int] = {}
         self.releasing: dict[TopicPartition, Release] = {}
         #: member -> partitions it is releasing; deadlines in a lazy min-heap. Acks and
@@ -115,18 +131,31 @@ class Reconciler:
     # ------------------------------------------------------------------ inputs
 
     def update_target(
-        self, assignments: Mapping[str, Sequence[TopicPartition]], removed: Iterable[str] = ()
+        self,
+        assignments: Mapping[str, Sequence[TopicPartition]],
+        removed: Iterable[str] = (),
+        deltas: Mapping[str, Delta] | None = None,
     ) -> None:
         """Only the members whose target changed, each a sorted list (as the assignor's
-        ``Change`` has them); ``removed`` left the group."""
+        ``Change`` has them); ``removed`` left the group. ``deltas`` (the same ``Change``'s)
+        say how each list differs from the one given before: a target given as a list
+        before is then updated at the cost of what moved, instead of hashing the list."""
         for m, parts in assignments.items():
-            self.target[m] = frozenset(parts)
+            delta = None if deltas is None else deltas.get(m)
+            base = self.target.get(m) if m in self._listed else None
+            if delta is None or base is None:
+                self.target[m] = frozenset(parts)
+                self._moved.pop(m, None)
+            else:
+                self.target[m] = base.difference(delta.lost).union(delta.gained)
+                self._moved[m] = (base, delta)
             self._listed[m] = parts
             self._dirty.add(m)
             self._departed.discard(m)
         for m in removed:
             self.target.pop(m, None)
             self._listed.pop(m, None)
+            self._moved.pop(m, None)
             self._dirty.discard(m)
             if m in self.granted:
                 self._departed.add(m)
@@ -174,6 +203,7 @@ class Reconciler:
             # What it held stays owned until this tombstone is committed (see above).
             records.append(Outgoing(m, None))
         releases: dict[TopicPartition, Release] = {}
+        edits: dict[str, Edit] = {}
         refresh = self._refresh | {
             m for m in self._tags_changed if m in self.granted and self._tags_differ(m)
         }
@@ -183,8 +213,12 @@ class Reconciler:
             if want is None:
                 continue
             held = have or _NOTHING
-            # Two passes over the member's partitions; the rest costs what changed.
-            gain, lose = want - held, held - want
+            moved = self._moved.get(m)
+            if moved is not None and moved[0] is have:
+                # Granted what it was to have: the target's delta is the difference.
+                gain, lose = moved[1].gained, moved[1].lost
+            else:  # two passes over the member's partitions
+                gain, lose = want - held, held - want
             got: list[TopicPartition] = []
             for tp in gain:
                 if (
@@ -204,21 +238,32 @@ class Reconciler:
                 pending = set(self._releasing_of.get(m, ())) | lose
                 tags = self.tags.get(m, _UNTAGGED)
                 listed = self._listed.get(m) if grant is want else None
+                edits[m] = Edit(have, got, lose)
                 records.append(
                     Outgoing(m, grant, frozenset(pending), tags.absent_since, tags.instance, listed)
                 )
         if not records:
             self._dirty.clear()
             return None
-        return Plan(gen, records, releases)
+        return Plan(gen, records, releases, edits)
 
     def commit(self, plan: Plan) -> None:
         """Make the plan the granted state (its records are being published)."""
         owner = self.owner
         for rec in plan.records:
-            old = self.granted.get(rec.member, frozenset())
+            have = self.granted.get(rec.member)
+            old = have or _NOTHING
             # Only what changed: a record carries the whole grant, but most of it stays.
-            for tp in old if rec.partitions is None else old - rec.partitions:
+            edit = plan.edits.get(rec.member)
+            added: Collection[TopicPartition]
+            dropped: Collection[TopicPartition]
+            if rec.partitions is None:
+                added, dropped = _NOTHING, old
+            elif edit is not None and edit.grant is have:
+                added, dropped = edit.added, edit.dropped
+            else:
+                added, dropped = rec.partitions - old, old - rec.partitions
+            for tp in dropped:
                 if owner.get(tp) == rec.member:
                     del owner[tp]
             self._refresh.discard(rec.member)
@@ -236,14 +281,15 @@ class Reconciler:
             self._published_tags[rec.member] = Tags(rec.absent_since, rec.instance)
             self.granted[rec.member] = rec.partitions
             waiting = self._waiting
-            for tp in rec.partitions - old:
+            for tp in added:
                 owner[tp] = rec.member
                 if waiting.get(tp) == rec.member:
                     del waiting[tp]
         for tp, rel in plan.releases.items():
             self._add_release(tp, rel)
         self.generation = plan.generation
-        self._dirty = {m for m in self._dirty if self.granted.get(m) != self.target.get(m)}
+        self._moved.clear()
+        self._dirty = {m for m in self._dirty if not self._granted_its_target(m)}
         self._tags_changed = {m for m in self._tags_changed if self._tags_differ(m)}
 
     # ------------------------------------------------------------------ time and state
@@ -264,6 +310,10 @@ class Reconciler:
 
     def revoking(self) -> int:
         return len(self.releasing)
+
+    def _granted_its_target(self, member: str) -> bool:
+        granted, target = self.granted.get(member), self.target.get(member)
+        return granted is target or granted == target
 
     def _tags_differ(self, member: str) -> bool:
         return self.tags.get(member, _UNTAGGED) != self._published_tags.get(member, _UNTAGGED)

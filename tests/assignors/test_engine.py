@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assignors import (
+    Change,
     IncrementalAssignor,
     LagTrigger,
     LagUpdated,
@@ -69,6 +70,17 @@ def holders_agree(eng: IncrementalAssignor) -> None:
     assert sum(int((block >= 0).sum()) for _, block in eng._held.blocks()) == len(pids)
 
 
+def deltas_apply(before: dict[str, list[TopicPartition]], change: Change) -> None:
+    """Each listed member's ``Delta`` turns its list before the step into its new one:
+    it loses only what it held and gains only what it did not."""
+    assert change.deltas.keys() == change.assignments.keys()
+    for m, (gained, lost) in change.deltas.items():
+        held = set(before.get(m, []))
+        assert lost <= held, m
+        assert gained.isdisjoint(held), m
+        assert (held - lost) | gained == set(change.assignments[m]), m
+
+
 def _replay(uniform: bool, events: list[object], lag_aware: bool) -> None:
     eng = IncrementalAssignor({t: 4 for t in TOPICS[:3]}, lag_aware=lag_aware)
     shadow: dict[str, list[TopicPartition]] = {}
@@ -89,6 +101,7 @@ def _replay(uniform: bool, events: list[object], lag_aware: bool) -> None:
         assert shadow == after
         # ... and it lists no member whose partitions are what they were.
         assert [m for m, parts in change.assignments.items() if before.get(m) == parts] == []
+        deltas_apply(before, change)
         assert change.moved == movement(before, after, subs)
         # One-shot assign from the previous state must satisfy the same guarantees.
         oneshot = assign(
@@ -180,6 +193,7 @@ def test_a_change_lists_exactly_the_members_whose_partitions_differ() -> None:
         change = eng.apply(events)
         after = eng.assignment()
         assert change.assignments == {m: v for m, v in after.items() if v != before.get(m)}
+        deltas_apply(before, change)
         assert change.moved == 0
     assert eng.apply([PartitionsChanged("t", 2), PartitionsChanged("t", 6)]).assignments == {}
 

@@ -68,10 +68,22 @@ class Sim:
         self.arrivals: list[tuple[float, Consumer]] = []
 
     def deliver(self, plan: Plan) -> None:
-        for rec in plan.records:  # encoding writes ``listed`` as the grant, unsorted
+        granted = self.group.reconciler.granted
+        for rec in plan.records:
+            if rec.partitions is None:
+                continue
+            # Encoding writes ``listed`` as the grant, unsorted.
             if rec.listed is not None:
-                assert rec.partitions is not None
                 assert list(rec.listed) == sorted(rec.partitions), rec.member
+            # The plan's edits (taken from the assignor's deltas where it can) are the
+            # exact difference between the member's grant and its record.
+            have, added, dropped = plan.edits[rec.member]
+            old = granted.get(rec.member, frozenset())
+            assert have is granted.get(rec.member)
+            assert set(added) == rec.partitions - old, rec.member
+            assert set(dropped) == old - rec.partitions, rec.member
+        for tp, rel in plan.releases.items():  # only what the member holds is revoked
+            assert tp in granted.get(rel.member, frozenset()), (tp, rel.member)
         self.group.reconciler.commit(plan)
         self.published.append(plan)
         for rec in plan.records:
