@@ -109,10 +109,11 @@ class Rebalance:
 
 class _Readings(NamedTuple):
     """Queued lag readings (None: forget the partition): an iterator over a private copy,
-    and how many it has left."""
+    how many it has left, and when they arrived."""
 
     items: Iterator[tuple[TopicPartition, int | None]]
     left: int
+    at: float
 
 
 class _Declared(NamedTuple):
@@ -281,10 +282,9 @@ class GroupState:
             if m not in recorded_absence:
                 self._absent(m, since, now)
         self.lag: dict[TopicPartition, float] = {}
-        #: Readings not yet absorbed, oldest first; ``_lag_since``: when the oldest arrived.
+        #: Readings not yet absorbed, oldest first.
         self._lag_inbox: deque[_Readings] = deque()
         self._lag_queued = 0
-        self._lag_since: float | None = None
         self._pending: list[Event] = []
         self._coalesced: dict[str, frozenset[str] | None] = {}
         #: A member's rack and capacity as they will be once the queued events are applied.
@@ -443,25 +443,27 @@ class GroupState:
         if not readings:
             return
         inbox = self._lag_inbox
-        inbox.append(_Readings(iter(readings.items()), len(readings)))
+        inbox.append(_Readings(iter(readings.items()), len(readings), now))
         self._lag_queued += len(readings)
-        if self._lag_since is None:
-            self._lag_since = now
         limit = 2 * sum(self.engine.partitions_per_topic.values()) + self.tuning.lag_batch
         if self._lag_queued > limit:
             # Readings come faster than ticks absorb them (or the group is paused): only
             # the latest of each partition matters. Amortized O(1) a reading.
+            oldest = inbox[0].at
             latest = dict(chain.from_iterable(r.items for r in inbox))
             inbox.clear()
-            inbox.append(_Readings(iter(latest.items()), len(latest)))
+            inbox.append(_Readings(iter(latest.items()), len(latest), oldest))
             self._lag_queued = len(latest)
 
     def _absorb_lag(self) -> None:
         """Up to ``lag_batch`` queued readings into the engine, smoothed so that one noisy
         reading cannot trigger moves."""
         inbox = self._lag_inbox
-        if not inbox or self._lag_since is None:
+        if not inbox:
             return
+        # The step's first event: when the oldest reading it absorbs arrived (the
+        # readings queued behind it count from their own arrival, in later steps).
+        since = inbox[0].at
         budget = self.tuning.lag_batch
         alpha = self.tuning.lag_smoothing
         keep = 1 - alpha
@@ -486,8 +488,6 @@ class GroupState:
                 new = float(value) if old is None else alpha * value + keep * old
                 lag[tp] = new
                 update[tp] = round(new)
-        since = self._lag_since
-        self._lag_since = since if inbox else None
         if update:
             self._enqueue(LagUpdated(update), "lag", since, delay=0.0)
 
@@ -539,7 +539,7 @@ class GroupState:
             return None
         times = (
             self._due,
-            self._lag_since,
+            self._lag_inbox[0].at if self._lag_inbox else None,
             self.reconciler.next_deadline(),
             self.grace.earliest(),
             self._record_at.earliest(),

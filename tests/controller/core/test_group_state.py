@@ -413,6 +413,26 @@ def test_a_poll_of_every_partition_is_absorbed_a_batch_a_tick_in_order() -> None
     }
 
 
+def test_a_lag_step_dates_from_its_own_readings() -> None:
+    """A step of lag readings counts (``first_event_at``, the recorded trace) from when its
+    oldest reading arrived, not from when the queue first filled: readings that came
+    later and waited behind others are not billed for the earlier ones' wait."""
+    tps = [TopicPartition("orders", p) for p in range(10)]
+    group = GroupState("g", GroupTuning(lag_smoothing=1.0, lag_batch=4), {"orders": 10})
+    seen: list[tuple[float, int]] = []
+    group.recorder = lambda event, at: seen.append((at, len(getattr(event, "lag", ()))))
+    group.on_presence(Presence(group="g", member="a", topics=["orders"]), 0.0)
+    group.tick(1.0)
+    seen.clear()
+    group.on_lag({tp: 100 for tp in tps[:6]}, 2.0)
+    group.on_lag({tp: 200 for tp in tps[6:]}, 2.5)
+    for now in (3.0, 3.1, 3.2):
+        group.tick(now)
+    # 4 of the first poll; its last 2 with 2 of the second; the second's last 2.
+    assert seen == [(2.0, 4), (2.0, 4), (2.5, 2)]
+    assert group.next_wakeup() is None
+
+
 def test_queued_readings_stay_bounded_while_paused() -> None:
     """Only the latest reading of a partition matters: a paused group (or one whose ticks
     fall behind) keeps at most about two polls' worth queued, never an unbounded backlog."""
