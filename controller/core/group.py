@@ -430,6 +430,10 @@ class GroupState:
             if member in self._unrecorded:
                 self._unrecorded[member] = since
 
+    def lag_queued(self) -> bool:
+        """Lag readings wait to be absorbed (``lag_batch`` a tick)."""
+        return bool(self._lag_inbox)
+
     def on_lag(self, readings: Mapping[TopicPartition, int], now: float) -> None:
         """New lag readings, absorbed by the next ticks (``lag_batch`` a tick)."""
         self._queue_lag(dict(readings), now)
