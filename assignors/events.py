@@ -96,7 +96,8 @@ class Change:
     #: Of ``moved``, those swapped onto a replica's rack (rack awareness).
     moved_for_rack: int = 0
     #: Member -> its ``Delta``, for every member of ``assignments``: a caller that keeps
-    #: each member's previous list (as sets) updates it at the cost of what moved.
+    #: each member's previous list (as sets) updates it at the cost of what moved. From
+    #: ``from_snapshot``, relative to the part of ``current`` that was kept.
     deltas: dict[str, Delta] = field(default_factory=dict)
 
 
