@@ -1669,8 +1669,8 @@ class IncrementalAssignor:
         counts = [m.count for m in ms]
         entries = chain.from_iterable(m.by_lag for m in ms)
         pids = np.fromiter(map(pid_of, entries), np.int64, sum(counts))
-        runs = np.repeat(np.arange(len(ms), dtype=np.int64), counts)
-        return self._ids.tps_runs(sort_runs(pids, runs), counts)
+        member_of = np.repeat(np.arange(len(ms), dtype=np.int64), counts)
+        return self._ids.tps_runs(sort_runs(pids, member_of), counts)
 
     def _diff(self, count_lag_moves: bool) -> Change:
         # A member's list changed iff a partition it held, or holds now, changed hands

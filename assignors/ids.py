@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, chain, compress, repeat
+from itertools import chain, compress, repeat
 from operator import add, itemgetter
 from typing import Any
 
@@ -127,15 +127,10 @@ class TopicIds:
         """``tps`` of each run of ``pids`` (ascending runs, ``counts`` long each): with
         interned partitions, one gather and one conversion instead of a Python lookup per
         partition."""
+        ends = np.cumsum(counts, dtype=np.intp)
         if self.interned is None:
-            flat = pids.tolist()
-            return [
-                self.tps(flat[stop - n : stop])
-                for n, stop in zip(counts, accumulate(counts), strict=True)
-            ]
-        topics, parts = pids >> PART_BITS, pids & PART_MASK
-        flat = self._gather(topics, parts).tolist()
-        out = [flat[stop - n : stop] for n, stop in zip(counts, accumulate(counts), strict=True)]
+            return list(map(self.tps, runs(pids, ends)))
+        out = list(runs(self._gather(pids >> PART_BITS, pids & PART_MASK), ends))
         if not self.in_order:
             for run in out:
                 run.sort()
