@@ -85,7 +85,7 @@ from .ids import (
     sort_runs,
     topic_of,
 )
-from .lag_swap import exact, lags_of, nearest_swap
+from .lag_swap import MAX_PARTNERS, Partner, exact, lags_of, nearest_swaps
 from .lag_table import INT64_MAX, LagTable
 from .pid_array import PidArray
 from .placement import (
@@ -155,6 +155,10 @@ class _Member:
     pinned: AbstractSet[int] = _NO_PINS
     #: Its number in the engine's per-partition owner array (``IncrementalAssignor._held``).
     slot: int = -1
+    #: With shared partitions: its sorted partition list as first handed out
+    #: (``IncrementalAssignor._lists``), then kept in step move by move. None until
+    #: first listed, after a bulk change replaced ``by_lag``, and without shared ones.
+    listed: list[TopicPartition] | None = None
 
     @property
     def count(self) -> int:
@@ -187,9 +191,6 @@ class _Member:
     def share(self, lag: float) -> float:
         """``lag`` per unit of this member's capacity."""
         return lag if self.capacity == 1 else lag / self.capacity
-
-    def pids(self) -> list[int]:
-        return sorted(map(pid_of, self.by_lag))
 
     def holding(self) -> dict[int, int]:
         """topic id -> how many of its partitions the member could give away."""
@@ -530,7 +531,7 @@ class IncrementalAssignor:
         return dict(zip(names, self._lists([self._members[n] for n in names]), strict=True))
 
     def partitions_of(self, member: str) -> list[TopicPartition]:
-        return self._ids.tps(self._members[member].pids())
+        return self._lists([self._members[member]])[0]
 
     def owner_of(self, tp: TopicPartition) -> str | None:
         pid = self._ids.pid(tp)
@@ -1141,6 +1142,7 @@ class IncrementalAssignor:
                 m.by_lag = [e for e in m.by_lag if e not in gone]
             elif not m.stale:
                 m.by_lag.sort()
+            m.listed = None  # listed anew on next need
             m.held = None  # recounted on next need
             self._attach(m)
 
@@ -1280,19 +1282,16 @@ class IncrementalAssignor:
 
         Exact pruning: nothing with b can end below ``_peak_floor(a, b)``, so once the
         best so far is at or under it, b is skipped, and a swap search stops on reaching
-        it; the first to reach a floor is what the full search would keep."""
+        it; the first to reach a floor is what the full search would keep. Swaps with
+        partners the array search can take are found for all of them at once, before
+        the walk; the walk then reads them in its order, as if searched in turn."""
         best: _LagStep | None = None
-        tried = 0
         a_load = a.load()
         a_top = self._entries(a)[-_SWAP_CANDIDATES:]
-        a_lags = lags_of(a_top, LAG_SHIFT) if allowance >= 2 and not a.pinned else None
-        for b_load, b_name in self._by_lag:
-            if tried >= self.policy.candidates or b_load >= a_load:
-                break
-            b = self._members[b_name]
-            if b is a:
-                continue
-            tried += 1
+        swapping = allowance >= 2
+        partners = self._lighter(a, a_load)
+        in_arrays = self._swaps_in_arrays(a, a_top, partners) if swapping else {}
+        for b in partners:
             half = _even_share(a, b)
             floor = _peak_floor(a, b, half)
             beat = a_load if best is None else best[0]
@@ -1306,39 +1305,55 @@ class IncrementalAssignor:
                     peak = _peak(a, b, self._plag.get(pid, 0))
                     if peak < beat:
                         best, beat = (peak, b, pid, None), peak
-            if allowance >= 2 and beat > floor:
-                swap = (
-                    self._swap_in_arrays(a, b, a_top, a_lags, half=half, beat=beat)
-                    if a_lags is not None
-                    and not b.pinned
-                    and a.tids == b.tids
-                    and exact(a.lag, b.lag)
-                    else self._best_swap(a, b, a_top, half=half, beat=beat, floor=floor)
-                )
+            if swapping and beat > floor:
+                if b.name in in_arrays:
+                    swap = in_arrays[b.name]
+                    if swap is not None and swap[0] >= beat:
+                        swap = None
+                else:
+                    swap = self._best_swap(a, b, a_top, half=half, beat=beat, floor=floor)
                 if swap is not None:
                     best = (swap[0], b, swap[1], swap[2])
         return best
 
-    def _swap_in_arrays(
-        self,
-        a: _Member,
-        b: _Member,
-        a_top: list[int],
-        a_lags: list[int],
-        *,
-        half: float,
-        beat: float,
-    ) -> tuple[float, int, int] | None:
-        """``_best_swap`` for two members with the same topics and no pins, where it
-        needs no per-partition checks: the same pair, found in array passes."""
-        b_entries = self._entries(b)
-        found = nearest_swap(
-            a_lags, lags_of(b_entries, LAG_SHIFT), half, (a.lag, b.lag), (a.capacity, b.capacity)
+    def _lighter(self, a: _Member, a_load: float) -> list[_Member]:
+        """The first ``policy.candidates`` members with less load than ``a``, lightest
+        first: whom a step of the lag search tries."""
+        out: list[_Member] = []
+        for b_load, b_name in self._by_lag:
+            if len(out) >= self.policy.candidates or b_load >= a_load:
+                break
+            if b_name != a.name:
+                out.append(self._members[b_name])
+        return out
+
+    def _swaps_in_arrays(
+        self, a: _Member, a_top: list[int], partners: list[_Member]
+    ) -> dict[str, tuple[float, int, int] | None]:
+        """``_best_swap`` (without its ``beat``) for the partners that share a's topics,
+        where neither holds pins: there it needs no per-partition checks, and the same
+        pairs are found in array passes, for all those partners together. Keyed by
+        partner name; a partner left out is searched by the loop."""
+        if a.pinned:
+            return {}
+        able = [b for b in partners if not b.pinned and a.tids == b.tids and exact(a.lag, b.lag)]
+        del able[MAX_PARTNERS - 1 :]
+        if not able:
+            return {}
+        entries = [self._entries(b) for b in able]
+        found = nearest_swaps(
+            lags_of(a_top, LAG_SHIFT),
+            a.lag,
+            a.capacity,
+            [
+                Partner(lags_of(e, LAG_SHIFT), _even_share(a, b), b.lag, b.capacity)
+                for b, e in zip(able, entries, strict=True)
+            ],
         )
-        if found is None or found[0] >= beat:
-            return None
-        peak, i, k = found
-        return peak, a_top[i] & PID_MASK, b_entries[k] & PID_MASK
+        return {
+            b.name: None if f is None else (f[0], a_top[f[1]] & PID_MASK, e[f[2]] & PID_MASK)
+            for b, e, f in zip(able, entries, found, strict=True)
+        }
 
     def _best_swap(
         self, a: _Member, b: _Member, a_top: list[int], *, half: float, beat: float, floor: float
@@ -1530,6 +1545,8 @@ class IncrementalAssignor:
             del entries[i]
         m.lag -= weight
         self._total_lag -= weight
+        if m.listed is not None:
+            del m.listed[bisect.bisect_left(m.listed, self._ids.tp(pid))]
         t = pid >> PART_BITS
         held = m.held
         if held is not None:
@@ -1546,6 +1563,8 @@ class IncrementalAssignor:
             bisect.insort(m.by_lag, weight << LAG_SHIFT | pid)
         m.lag += weight
         self._total_lag += weight
+        if m.listed is not None:
+            bisect.insort(m.listed, self._ids.tp(pid))
         t = pid >> PART_BITS
         held = m.held
         if held is not None:
@@ -1665,7 +1684,22 @@ class IncrementalAssignor:
         return self._ids.span(name, self._ppt.get(name, 0))
 
     def _lists(self, ms: list[_Member]) -> list[list[TopicPartition]]:
-        """Each member's sorted partition list, converted together in array passes."""
+        """Each member's sorted partition list (the caller's to keep). With shared
+        partitions (``intern_partitions``) each member's list is kept in step move by
+        move once made (``_Member.listed``), so a member that changes again is listed by a
+        copy; without, nothing is kept (the caller chose not to keep every partition
+        alive: a million of them would be a million objects for the collector to walk)."""
+        if self._ids.interned is None:
+            return self._made(ms)
+        fresh = [m for m in ms if m.listed is None]
+        for m, listed in zip(fresh, self._made(fresh), strict=True):
+            m.listed = listed
+        return [m.listed.copy() for m in ms]  # type: ignore[union-attr]
+
+    def _made(self, ms: list[_Member]) -> list[list[TopicPartition]]:
+        """Each member's sorted partition list from its ``by_lag``, in array passes."""
+        if not ms:
+            return []
         counts = [m.count for m in ms]
         entries = chain.from_iterable(m.by_lag for m in ms)
         pids = np.fromiter(map(pid_of, entries), np.int64, sum(counts))

@@ -110,6 +110,12 @@ class TopicIds:
         bases = map(self.base.__getitem__, map(_first, tps))
         return list(map(add, bases, map(_second, tps)))
 
+    def tp(self, pid: int) -> TopicPartition:
+        """One partition: the shared object once ``intern()`` was called."""
+        if self.interned is not None:
+            return self._interned_up_to(pid >> PART_BITS, (pid & PART_MASK) + 1)[pid & PART_MASK]
+        return _new_tuple(TopicPartition, (self.names[pid >> PART_BITS], pid & PART_MASK))
+
     def tps(self, pids: Iterable[int]) -> list[TopicPartition]:
         """Ascending pids -> sorted partitions."""
         names = self.names

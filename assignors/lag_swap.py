@@ -4,19 +4,37 @@
 lag) and q (of a lighter one) whose exchange leaves the lower peak. Its loop bisects
 the lighter member's lags once per candidate p; for members whose exchange has no
 topic or pin restriction this module does the same search over NumPy arrays, with the
-loop's result: the first pair, in the loop's order, at the lowest peak.
+loop's result: the first pair, in the loop's order, at the lowest peak. One call
+searches against every lighter candidate at once: a step of the lag search then costs a
+few array passes, not a few per candidate.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import chain
+from typing import NamedTuple
 
 import numpy as np
 
 #: Lags and sums of lags up to here are exact in float64 as in int64; above it the loop
 #: in ``engine.py`` decides.
 EXACT = 1 << 53
+#: Partner ``i``'s lags are searched as ``i << _SEG_SHIFT | lag``.
+_SEG_SHIFT = 53
+#: Fewer partners than this keep those keys inside int64.
+MAX_PARTNERS = 1 << (63 - _SEG_SHIFT)
+
+
+class Partner(NamedTuple):
+    """A lighter member to exchange with: its lags (ascending), the lag that evens the
+    two out (``_even_share``), its load and its capacity."""
+
+    lags: Sequence[int]
+    half: float
+    load: int
+    capacity: float
 
 
 def lags_of(entries: Sequence[int], shift: int) -> list[int]:
@@ -29,38 +47,53 @@ def exact(*loads: int) -> bool:
     return sum(loads) < EXACT
 
 
-def nearest_swap(
-    a_lags: Sequence[int],
-    b_lags: Sequence[int],
-    half: float,
-    loads: tuple[int, int],
-    capacities: tuple[float, float],
-) -> tuple[float, int, int] | None:
-    """(peak, index into ``a_lags``, index into ``b_lags``) of the exchange p <-> q with
-    lag(p) > lag(q) and lag(p) - lag(q) nearest ``half`` from either side, at the
-    lowest peak; ties go to the lowest p, then the lighter q. Both lag lists ascend.
+def nearest_swaps(
+    a_lags: Sequence[int], a_load: int, a_capacity: float, partners: Sequence[Partner]
+) -> list[tuple[float, int, int] | None]:
+    """For each partner b: (peak, index into ``a_lags``, index into ``b.lags``) of the
+    exchange p <-> q with lag(p) > lag(q) and lag(p) - lag(q) nearest ``b.half`` from
+    either side, at the lowest peak; ties go to the lowest p, then the lighter q. None
+    when no exchange moves lag from a to b. ``a_lags`` ascends.
 
-    None when no exchange moves lag from a to b. Every lag and load is below ``EXACT``
-    (``exact``).
+    Every lag and load is below ``EXACT`` (``exact``) and there are fewer than
+    ``MAX_PARTNERS`` partners: ``partner << 53 | lag`` then orders all their lags in one
+    int64 array.
     """
-    a_load, b_load = loads
-    if not a_lags or not b_lags:
-        return None
+    out: list[tuple[float, int, int] | None] = [None] * len(partners)
+    if not a_lags or not partners:
+        return out
+    na = len(a_lags)
     wa = np.array(a_lags, dtype=np.int64)
-    wb = np.array(b_lags, dtype=np.int64)
-    # As the loop's bisect: the first q whose lag is at least lag(p) - half, and the one
-    # before it.
-    wanted = np.maximum(np.ceil(wa - half), 0).astype(np.int64)
-    j = np.searchsorted(wb, wanted, side="left")
-    k = np.stack((j - 1, j), axis=1).ravel()
-    inside = (k >= 0) & (k < len(wb))
-    k = np.where(inside, k, 0)
-    d = np.repeat(wa, 2) - wb[k]
+    lens = np.fromiter(map(len, (b.lags for b in partners)), np.int64, len(partners))
+    if not lens.any():
+        return out
+    starts = np.cumsum(lens) - lens
+    flat = np.fromiter(chain.from_iterable(b.lags for b in partners), np.int64, int(lens.sum()))
+    seg = np.arange(len(partners), dtype=np.int64)
+    # Each partner's lags, offset so that all of them ascend together: a bisection within
+    # one partner's lags is one bisection of the whole.
+    keyed = (np.repeat(seg, lens) << _SEG_SHIFT) | flat
+    half = np.array([b.half for b in partners], dtype=np.float64)
+    # As the loop's bisect: per partner and p, the first q whose lag is at least
+    # lag(p) - half, and the one before it.
+    wanted = np.maximum(np.ceil(wa[None, :] - half[:, None]), 0).astype(np.int64)
+    j = np.searchsorted(keyed, (seg[:, None] << _SEG_SHIFT) | wanted, side="left")
+    j -= starts[:, None]
+    k = np.stack((j - 1, j), axis=2).reshape(len(partners), 2 * na)
+    inside = (k >= 0) & (k < lens[:, None])
+    at = np.where(inside, k + starts[:, None], 0)
+    d = np.repeat(wa, 2)[None, :] - flat[at]
     ok = inside & (d > 0)
     # Below ``EXACT`` the quotients are the engine's ``_peak`` exactly (over 1: the ints).
-    ca, cb = capacities
-    peak = np.where(ok, np.maximum((a_load - d) / ca, (b_load + d) / cb), math.inf)
-    best = int(np.argmin(peak))
-    if not ok[best]:
-        return None
-    return peak[best].item(), best // 2, int(k[best])
+    b_load = np.array([b.load for b in partners], dtype=np.int64)[:, None]
+    b_cap = np.array([b.capacity for b in partners], dtype=np.float64)[:, None]
+    peak = np.where(ok, np.maximum((a_load - d) / a_capacity, (b_load + d) / b_cap), math.inf)
+    best = np.argmin(peak, axis=1)
+    rows = np.arange(len(partners))
+    found = ok[rows, best].tolist()
+    peaks = peak[rows, best].tolist()
+    ks = k[rows, best].tolist()
+    for r, (hit, p, i2, q) in enumerate(zip(found, peaks, best.tolist(), ks, strict=True)):
+        if hit:
+            out[r] = (p, i2 // 2, q)
+    return out

@@ -62,12 +62,18 @@ def event_runs(draw: st.DrawFn, *, uniform: bool) -> list[object]:
 
 
 def holders_agree(eng: IncrementalAssignor) -> None:
-    """The engine's owner array says what its owner map says, partition for partition
-    (a lag update reads holders from the array)."""
+    """The engine's owner array and its members' lists say what its owner map says,
+    partition for partition (a lag update reads holders from the array)."""
     pids = list(eng._owner)
     slots = eng._held.gather(np.array(pids, dtype=np.int64)).tolist()
     assert [eng._slot_names[s] for s in slots] == [eng._owner[p] for p in pids]
     assert sum(int((block >= 0).sum()) for _, block in eng._held.blocks()) == len(pids)
+    # Every member's list, kept in step move by move once listed, is what the owner map
+    # says it holds.
+    owned: dict[str, list[TopicPartition]] = {m: [] for m in eng._members}
+    for pid, m in eng._owner.items():
+        owned[m].append(eng._ids.tp(pid))
+    assert eng.assignment() == {m: sorted(tps) for m, tps in owned.items()}
 
 
 def deltas_apply(before: dict[str, list[TopicPartition]], change: Change) -> None:
@@ -81,8 +87,10 @@ def deltas_apply(before: dict[str, list[TopicPartition]], change: Change) -> Non
         assert (held - lost) | gained == set(change.assignments[m]), m
 
 
-def _replay(uniform: bool, events: list[object], lag_aware: bool) -> None:
+def _replay(uniform: bool, events: list[object], lag_aware: bool, interned: bool) -> None:
     eng = IncrementalAssignor({t: 4 for t in TOPICS[:3]}, lag_aware=lag_aware)
+    if interned:  # members' lists are then kept in step move by move
+        eng.intern_partitions()
     shadow: dict[str, list[TopicPartition]] = {}
     for event in events:
         before = eng.assignment()
@@ -123,15 +131,15 @@ def _replay(uniform: bool, events: list[object], lag_aware: bool) -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(events=event_runs(uniform=True), lag_aware=st.booleans())
-def test_uniform_event_sequences(events: list[object], lag_aware: bool) -> None:
-    _replay(True, events, lag_aware)
+@given(events=event_runs(uniform=True), lag_aware=st.booleans(), interned=st.booleans())
+def test_uniform_event_sequences(events: list[object], lag_aware: bool, interned: bool) -> None:
+    _replay(True, events, lag_aware, interned)
 
 
 @SETTINGS
-@given(events=event_runs(uniform=False), lag_aware=st.booleans())
-def test_mixed_event_sequences(events: list[object], lag_aware: bool) -> None:
-    _replay(False, events, lag_aware)
+@given(events=event_runs(uniform=False), lag_aware=st.booleans(), interned=st.booleans())
+def test_mixed_event_sequences(events: list[object], lag_aware: bool, interned: bool) -> None:
+    _replay(False, events, lag_aware, interned)
 
 
 @SETTINGS

@@ -3,14 +3,14 @@ picks: same peak, same partitions, ties broken alike."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 
 from assignors import IncrementalAssignor, LagUpdated, MemberJoined, TopicPartition
-from assignors.engine import _SWAP_CANDIDATES, _even_share, _peak, _peak_floor
-from assignors.ids import LAG_SHIFT
-from assignors.lag_swap import EXACT, exact, lags_of, nearest_swap
+from assignors.engine import _SWAP_CANDIDATES, _even_share
+from assignors.lag_swap import EXACT, MAX_PARTNERS, Partner, exact, nearest_swaps
 
 
 def engine(seed: int, capacities: bool) -> IncrementalAssignor:
@@ -43,22 +43,24 @@ def engine(seed: int, capacities: bool) -> IncrementalAssignor:
 
 @pytest.mark.parametrize("capacities", [False, True])
 def test_arrays_pick_the_loops_pair(capacities: bool) -> None:
+    """Each partner's pair, searched alone and together with all the others."""
     compared = 0
     for seed in range(60):
         eng = engine(seed, capacities)
         members = [eng._members[n] for n in sorted(eng._members)]
         for a in members:
             a_top = eng._entries(a)[-_SWAP_CANDIDATES:]
-            for b in members:
-                if b is a or b.load() >= a.load():
-                    continue
-                half = _even_share(a, b)
-                loop = eng._best_swap(a, b, a_top, half=half, beat=a.load(), floor=-float("inf"))
-                arrays = eng._swap_in_arrays(
-                    a, b, a_top, lags_of(a_top, LAG_SHIFT), half=half, beat=a.load()
+            lighter = [b for b in members if b is not a and b.load() < a.load()]
+            loops = {
+                b.name: eng._best_swap(
+                    a, b, a_top, half=_even_share(a, b), beat=math.inf, floor=-math.inf
                 )
-                assert arrays == loop, (seed, a.name, b.name)
-                compared += loop is not None
+                for b in lighter
+            }
+            together = eng._swaps_in_arrays(a, a_top, lighter)
+            alone = {b.name: eng._swaps_in_arrays(a, a_top, [b])[b.name] for b in lighter}
+            assert together == alone == loops, (seed, a.name)
+            compared += sum(found is not None for found in loops.values())
     assert compared > 500
 
 
@@ -68,23 +70,41 @@ def test_exact_bounds_the_sum_of_loads() -> None:
 
 
 def test_nothing_to_exchange() -> None:
-    assert nearest_swap([], [1, 2], 1.0, (0, 3), (1, 1)) is None
+    assert nearest_swaps([], 0, 1, [Partner([1, 2], 1.0, 3, 1)]) == [None]
+    assert nearest_swaps([1, 2], 3, 1, [Partner([], 0.5, 0, 1)]) == [None]
     # Every q is at least as heavy as every p: no exchange moves lag from a to b.
-    assert nearest_swap([1, 2], [5, 9], 0.5, (3, 14), (1, 1)) is None
-    # Half the gap is 3: 6 - 3 and 7 - 4 both reach it; the first p wins.
-    assert nearest_swap([5, 6, 7], [3, 4, 5], 3.0, (18, 12), (1, 1)) == (15, 1, 0)
+    assert nearest_swaps([1, 2], 3, 1, [Partner([5, 9], 0.5, 14, 1)]) == [None]
 
 
-@pytest.mark.parametrize("capacities", [False, True])
-def test_the_peak_floor_is_the_least_peak(capacities: bool) -> None:
-    """The search prunes on ``_peak_floor``: above the true least peak it would skip the
-    best exchange, below it never stop early."""
-    for seed in range(20):
-        eng = engine(seed, capacities)
-        members = list(eng._members.values())
-        for a in members:
-            for b in members:
-                if b is a or b.load() >= a.load():
-                    continue
-                least = min(_peak(a, b, d) for d in range(a.lag + 1))
-                assert _peak_floor(a, b, _even_share(a, b)) == least
+def test_partners_are_searched_apart() -> None:
+    # Half the gap is 3: 6 - 3 and 7 - 4 both reach it; the first p wins. The partner
+    # without lags, and the one whose lags are all heavier, change nothing for it.
+    partners = [
+        Partner([3, 4, 5], 3.0, 12, 1),
+        Partner([], 9.0, 0, 1),
+        Partner([50, 60], 0.5, 110, 1),
+        Partner([0, 1, 6], 4.5, 9, 2),
+    ]
+    found = nearest_swaps([5, 6, 7], 18, 1, partners)
+    assert found[:3] == [(15, 1, 0), None, None]
+    # Capacity 2: 7 <-> 1 leaves max(18 - 6, (9 + 6) / 2) = 12, the lowest.
+    assert found[3] == (12.0, 2, 1)
+    assert nearest_swaps([5, 6, 7], 18, 1, partners[3:]) == found[3:]
+
+
+def test_lags_near_the_exact_bound_stay_apart() -> None:
+    """Partner keys are ``partner << 53 | lag``: with lags close to ``EXACT`` (too close
+    for a narrower shift) every partner still finds what it finds searched alone."""
+    rng = random.Random(7)
+    top = EXACT // 2
+    # The lag that evens a partner out, and so the lag searched for, is near 2**51.
+    a_lags = [rng.randrange(top - 2**40, top)]
+    partners = []
+    for _ in range(MAX_PARTNERS - 1):
+        lags = sorted(rng.randrange(2**40) for _ in range(rng.randint(0, 4)))
+        partners.append(Partner(lags, (sum(a_lags) - sum(lags)) / 2, sum(lags), 1))
+    assert exact(sum(a_lags), max(p.load for p in partners))
+    together = nearest_swaps(a_lags, sum(a_lags), 1, partners)
+    alone = [nearest_swaps(a_lags, sum(a_lags), 1, [p])[0] for p in partners]
+    assert together == alone
+    assert sum(found is not None for found in together) > 500
