@@ -156,8 +156,8 @@ class _Member:
     #: Its number in the engine's per-partition owner array (``IncrementalAssignor._held``).
     slot: int = -1
     #: With shared partitions: its sorted partition list as first handed out
-    #: (``IncrementalAssignor._lists``), then kept in step move by move. None until
-    #: first listed, after a bulk change replaced ``by_lag``, and without shared ones.
+    #: (``IncrementalAssignor._lists``), then kept in step move by move (``_relist``).
+    #: None until first listed, and without shared ones.
     listed: list[TopicPartition] | None = None
 
     @property
@@ -1103,12 +1103,18 @@ class IncrementalAssignor:
                 short = order
             quota = {m.name: q + (i < r) for i, m in enumerate(order)}
         gives: list[tuple[int, _Member]] = []
+        # A donor of one gives its lightest partition: for stale lists (after a lag
+        # reading, most) found together, without re-sorting each.
+        ones: list[_Member] = []
         for m in order:
             extra = m.count - quota[m.name]
-            if extra > 0:
+            if extra == 1 and m.stale:
+                ones.append(m)
+            elif extra > 0:
                 entries = self._entries(m)
                 step = len(entries) / extra
                 gives.extend((entries[int(i * step)], m) for i in range(extra))
+        gives.extend(zip(self._lightest(ones), ones, strict=True))
         receivers = [m for m in short if m.count < quota.get(m.name, q)]
         touched = {m.name: m for _, m in gives} | {m.name: m for m in receivers}
         for m in touched.values():
@@ -1117,6 +1123,7 @@ class IncrementalAssignor:
         room = [(m.load(), m.name) for m in receivers]
         heapq.heapify(room)
         taken: dict[str, set[int]] = {}
+        got: dict[str, list[int]] = {}
         moved: list[int] = []
         moved_to: list[_Member] = []
         before = self._before_owner
@@ -1128,7 +1135,8 @@ class IncrementalAssignor:
             before.setdefault(pid, donor.name)
             moved.append(pid)
             moved_to.append(b)
-            taken.setdefault(donor.name, set()).add(entry)
+            taken.setdefault(donor.name, set()).add(pid)
+            got.setdefault(name, []).append(pid)
             donor.lag -= weight
             b.by_lag.append(entry)
             b.lag += weight
@@ -1137,14 +1145,43 @@ class IncrementalAssignor:
                 heapq.heappush(room, (b.load(), name))
         self._hand_over(moved, moved_to)
         for m in touched.values():
-            gone = taken.get(m.name)
-            if gone:
-                m.by_lag = [e for e in m.by_lag if e not in gone]
+            gone = taken.get(m.name, set())
+            if gone:  # by pid: a stale list's entries carry earlier weights
+                m.by_lag = [e for e in m.by_lag if e & PID_MASK not in gone]
             elif not m.stale:
                 m.by_lag.sort()
-            m.listed = None  # listed anew on next need
+            if m.listed is not None:
+                self._relist(m.listed, gone, got.get(m.name, ()))
             m.held = None  # recounted on next need
             self._attach(m)
+
+    def _lightest(self, ms: list[_Member]) -> list[int]:
+        """Each member's lightest entry by current weight (``_entries(m)[0]``: ties to
+        the smaller pid), found for all of them in array passes instead of re-sorting
+        each list. Every member holds a partition."""
+        if not ms:
+            return []
+        lists = list(map(_by_lag_of, ms))
+        counts = np.fromiter(map(len, lists), np.intp, len(lists))
+        pids = np.fromiter(map(pid_of, chain.from_iterable(lists)), np.int64, int(counts.sum()))
+        weights = self._plag.exact_many(pids)
+        if weights is None:  # a lag past 64 bits: one by one
+            return [self._entries(m)[0] for m in ms]
+        starts = np.cumsum(counts) - counts
+        least = np.minimum.reduceat(weights, starts)
+        at_least = weights == np.repeat(least, counts)
+        first = np.minimum.reduceat(np.where(at_least, pids, np.iinfo(np.int64).max), starts)
+        return list(map(or_, map(lshift, least.tolist(), repeat(LAG_SHIFT)), first.tolist()))
+
+    def _relist(
+        self, listed: list[TopicPartition], lost: Iterable[int], gained: Iterable[int]
+    ) -> None:
+        """Keep a member's ``listed`` in step with partitions it lost and gained."""
+        tp = self._ids.tp
+        for pid in lost:
+            del listed[bisect.bisect_left(listed, tp(pid))]
+        for pid in gained:
+            bisect.insort(listed, tp(pid))
 
     def _violators(self) -> list[str]:
         """The repair worklist after a bulk load: every member that may be the short side
@@ -1546,7 +1583,7 @@ class IncrementalAssignor:
         m.lag -= weight
         self._total_lag -= weight
         if m.listed is not None:
-            del m.listed[bisect.bisect_left(m.listed, self._ids.tp(pid))]
+            self._relist(m.listed, (pid,), ())
         t = pid >> PART_BITS
         held = m.held
         if held is not None:
@@ -1564,7 +1601,7 @@ class IncrementalAssignor:
         m.lag += weight
         self._total_lag += weight
         if m.listed is not None:
-            bisect.insort(m.listed, self._ids.tp(pid))
+            self._relist(m.listed, (), (pid,))
         t = pid >> PART_BITS
         held = m.held
         if held is not None:

@@ -54,6 +54,14 @@ class LagTable:
             return []
         return self._values(pids, self._array.gather(np.fromiter(pids, np.int64, len(pids))))
 
+    def exact_many(self, pids: NDArray[np.int64]) -> NDArray[np.int64] | None:
+        """``many`` as an array, for a caller that goes on in NumPy; None when a lag past
+        64 bits is among them."""
+        got = self._array.gather(pids)
+        if self._big and np.any(got == _BIG):
+            return None
+        return np.maximum(got, 0)
+
     def swap(self, pids: Sequence[int], values: Sequence[int]) -> list[int]:
         """Set each partition's lag and return what it was (0 without a reading). The
         pids are distinct: they come from a lag map's keys."""

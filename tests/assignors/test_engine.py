@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import random
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from assignors import (
     assign,
 )
 from assignors.events import Event
+from assignors.ids import pid_of
 from assignors.quality import is_balanced, minimal_movement_uniform, movement, problems
 
 from .strategies_hyp import MEMBERS, TOPICS
@@ -316,6 +318,57 @@ def test_a_wave_of_joins_is_rebalanced_in_bulk_with_the_least_movement(
     assert kept >= 1001 - least - 2 * change.moved_for_lag
     assert len(moves) <= 2 * eng.policy.max_moves  # the lag search's own moves only
     holders_agree(eng)
+
+
+def stale_group(seed: int, *, big: bool = False) -> IncrementalAssignor:
+    """40 members of 25 partitions whose lists a lag reading made stale; few distinct
+    lags (ties), some partitions without a reading, and with ``big`` one lag past 64
+    bits."""
+    rng = random.Random(seed)
+    ppt = {"t": 600, "u": 400}
+    eng = IncrementalAssignor(ppt)
+    eng.intern_partitions()
+    eng.apply([MemberJoined(f"m{i:02d}", frozenset(ppt)) for i in range(40)])
+    lag = {
+        TopicPartition(t, p): rng.randrange(4) * 1000
+        for t, n in ppt.items()
+        for p in range(n)
+        if rng.random() < 0.9
+    }
+    if big:
+        lag[TopicPartition("t", 0)] = 2**70
+    eng.apply([LagUpdated(lag)])
+    eng.apply([LagUpdated({tp: v + 1 for tp, v in list(lag.items())[::7]})])
+    return eng
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_the_lightest_entries_are_the_first_of_each_sorted_list(big: bool) -> None:
+    for seed in range(10):
+        eng = stale_group(seed, big=big)
+        members = [eng._members[n] for n in sorted(eng._members)]
+        assert sum(m.stale for m in members) >= 30  # the lag search re-sorted a few
+        found = eng._lightest(members)
+        assert found == [eng._entries(m)[0] for m in members]
+
+
+def test_a_bulk_step_gives_the_same_from_stale_and_from_sorted_lists() -> None:
+    """Three joiners: every donor gives one, its lightest, whether its list is stale
+    (found in array passes, removed by pid) or was re-sorted first."""
+    for seed in range(10):
+        stale, fresh = stale_group(seed), stale_group(seed)
+        for m in fresh._members.values():
+            fresh._entries(m)
+        stale.assignment()  # every list made: the bulk step keeps them in step
+        joined = [MemberJoined(f"n{i}", frozenset({"t", "u"})) for i in range(3)]
+        a, b = stale.apply(joined), fresh.apply(joined)
+        assert a.assignments == b.assignments
+        assert stale.assignment() == fresh.assignment()
+        holders_agree(stale)
+        for eng in (stale, fresh):  # each list holds exactly its partitions, by weight
+            for m in eng._members.values():
+                pids = sorted(map(pid_of, eng._entries(m)))
+                assert pids == sorted(p for p, o in eng._owner.items() if o == m.name)
 
 
 def test_apply_pauses_the_collector_and_always_gives_it_back() -> None:
