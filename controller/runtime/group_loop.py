@@ -172,8 +172,9 @@ class GroupLoop:
             m.moved.labels(g.name, "lag").inc(r.moved_for_lag)
         if r.moved_for_rack:
             m.moved.labels(g.name, "rack").inc(r.moved_for_rack)
+        due = max(r.due_at, r.first_event_at)
         m.rebalance_latency.labels(g.name).observe(done - r.first_event_at)
-        m.event_to_publish.labels(g.name).observe(done - max(r.due_at, r.first_event_at))
+        m.event_to_publish.labels(g.name).observe(done - due)
         generation = plan.generation if plan else g.state.reconciler.generation
         g.recent.append((time.time(), generation, r))
         trigger = r.lag_trigger
@@ -191,6 +192,9 @@ class GroupLoop:
             assign_ms=round(r.assign_seconds * 1000, 3),
             duration_ms=round((done - started) * 1000, 3),
             latency_ms=round((done - r.first_event_at) * 1000, 3),
+            # From due to this step's start: the wait for the loop (other steps, other
+            # work of the event loop), apart from the step itself.
+            waited_ms=round(max(0.0, started - due) * 1000, 3),
             skew=round(g.state.engine.lag_skew(), 3),
             **(
                 {}

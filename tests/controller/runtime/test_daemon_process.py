@@ -122,7 +122,7 @@ async def test_daemon_process_http_logs_kill_and_drain(
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     rebalances = [entry for entry in lines if entry["event"] == "rebalance"]
     assert rebalances
-    for key in ("group", "generation", "reason", "moved", "duration_ms", "skew"):
+    for key in ("group", "generation", "reason", "moved", "duration_ms", "waited_ms", "skew"):
         assert key in rebalances[0]
     assert lines[-1]["event"] == "stopped"
     assert os.path.exists(log)
