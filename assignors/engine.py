@@ -13,7 +13,9 @@ proportion to the partitions it moves, not to the size of the group:
   skipped on read; a heap is rebuilt when stale entries outnumber live ones. Groups are
   refined (split) when a subscription cuts across one, never merged.
 * per member, its partitions sorted by lag, so the partition that best evens two members'
-  lag is found by bisection.
+  lag is found by bisection; with shared partition objects (the controller's), also its
+  sorted partition list as last handed out, kept in step move by move, so a member a
+  step changes again is listed by a copy.
 
 Partitions are ints inside (``ids.py``): no per-partition object for the garbage
 collector to walk, and C-speed sorting and bisection. ``TopicPartition`` appears only at
