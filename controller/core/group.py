@@ -459,12 +459,12 @@ class GroupState:
             inbox.append(_Readings(iter(latest.items()), len(latest), oldest))
             self._lag_queued = len(latest)
 
-    def _absorb_lag(self) -> None:
-        """Up to ``lag_batch`` queued readings into the engine, smoothed so that one noisy
-        reading cannot trigger moves."""
+    def _absorb_lag(self) -> tuple[LagUpdated, float] | None:
+        """Up to ``lag_batch`` queued readings, smoothed so that one noisy reading cannot
+        trigger moves, as one event for the engine, with when the oldest arrived."""
         inbox = self._lag_inbox
         if not inbox:
-            return
+            return None
         # The step's first event: when the oldest reading it absorbs arrived (the
         # readings queued behind it count from their own arrival, in later steps).
         since = inbox[0].at
@@ -492,8 +492,12 @@ class GroupState:
                 new = float(value) if old is None else alpha * value + keep * old
                 lag[tp] = new
                 update[tp] = round(new)
-        if update:
-            self._enqueue(LagUpdated(update), "lag", since, delay=0.0)
+        if not update:
+            return None
+        event = LagUpdated(update)
+        if self.recorder is not None:
+            self.recorder(event, since)
+        return event, since
 
     def on_partition_racks(
         self, racks: Mapping[TopicPartition, frozenset[str]], now: float
@@ -560,35 +564,48 @@ class GroupState:
         for member, deadline in self.grace.due(now):
             self._present(member)
             self._depart(member, deadline)
-        self._absorb_lag()
         rebalance = None
         if self._due is not None and self._due <= now:
-            started = time.perf_counter()
-            change = self.engine.apply(self._pending)
-            assign_seconds = time.perf_counter() - started
-            self.reconciler.update_target(change.assignments, change.removed, change.deltas)
-            rebalance = Rebalance(
-                reasons=tuple(r for r in REASONS if r in self._reasons),
-                moved=change.moved,
-                moved_for_lag=change.moved_for_lag,
-                moved_for_rack=change.moved_for_rack,
-                changed_members=len(change.assignments) + len(change.removed),
-                first_event_at=self._first_event if self._first_event is not None else now,
-                due_at=self._due,
-                assign_seconds=assign_seconds,
-                lag_trigger=change.lag_trigger,
-            )
-            if self._reasons == {"lag"} and not rebalance.changed_members:
-                rebalance = None  # a lag reading that moved nothing is not a rebalance
+            # A membership (or operator, metadata) step carries no lag batch: queued
+            # readings wait for the next step, the change does not wait for them.
+            first = self._first_event if self._first_event is not None else now
+            reasons = tuple(r for r in REASONS if r in self._reasons)
+            rebalance = self._step(self._pending, reasons, first, self._due)
             self._pending, self._reasons, self._due, self._first_event = [], set(), None, None
             self._coalesced = {}
             self._declared_queued = {}
+        elif (absorbed := self._absorb_lag()) is not None:
+            # Its own step, due at once; events still coalescing stay queued until their
+            # delay ends (a lag batch does not cut a burst of joins in two).
+            event, since = absorbed
+            rebalance = self._step([event], ("lag",), since, since)
+            if not rebalance.changed_members:
+                rebalance = None  # a lag reading that moved nothing is not a rebalance
         started = time.perf_counter()
         plan = self.reconciler.plan(now)
         self.plan_seconds = time.perf_counter() - started
         return rebalance, plan
 
     # ------------------------------------------------------------------ internals
+
+    def _step(
+        self, events: list[Event], reasons: tuple[str, ...], first: float, due: float
+    ) -> Rebalance:
+        started = time.perf_counter()
+        change = self.engine.apply(events)
+        assign_seconds = time.perf_counter() - started
+        self.reconciler.update_target(change.assignments, change.removed, change.deltas)
+        return Rebalance(
+            reasons=reasons,
+            moved=change.moved,
+            moved_for_lag=change.moved_for_lag,
+            moved_for_rack=change.moved_for_rack,
+            changed_members=len(change.assignments) + len(change.removed),
+            first_event_at=first,
+            due_at=due,
+            assign_seconds=assign_seconds,
+            lag_trigger=change.lag_trigger,
+        )
 
     def _absent(self, member: str, since: float, now: float) -> None:
         self._unrecorded[member] = since

@@ -433,6 +433,30 @@ def test_a_lag_step_dates_from_its_own_readings() -> None:
     assert group.next_wakeup() is None
 
 
+def test_lag_steps_and_membership_steps_stay_apart() -> None:
+    """A lag batch is a step of its own, due at once; it does not apply a join that is
+    still coalescing (a burst of joins would be cut in two whenever readings flow), and
+    a membership step leaves queued readings to the step after it."""
+    tps = [TopicPartition("orders", p) for p in range(12)]
+    group = GroupState("g", TUNING, {"orders": 12})
+    group.on_presence(Presence(group="g", member="a", topics=["orders"]), 0.0)
+    group.tick(TUNING.rebalance_delay)
+    group.on_presence(Presence(group="g", member="b", topics=["orders"]), 2.0)
+    group.on_lag({tp: 5000 for tp in tps}, 2.2)
+    lag_step, _ = group.tick(2.2)
+    assert group.engine.topics_of("b") is None  # the join still waits for its delay
+    assert lag_step is None  # one member: the readings moved nothing
+    assert group.engine.member_lag() == {"a": 60_000}
+    group.on_lag({tps[0]: 0}, 2.5)
+    join_step, _ = group.tick(2.0 + TUNING.rebalance_delay)
+    assert join_step is not None and join_step.reasons == ("join",)
+    assert group.lag_queued()  # the reading of 2.5 waits for the next step
+    assert group.engine.member_lag() == {"a": 30_000, "b": 30_000}
+    group.tick(2.0 + TUNING.rebalance_delay)
+    assert not group.lag_queued()
+    assert sum(group.engine.member_lag().values()) == 60_000 - round(0.3 * 5000)
+
+
 def test_queued_readings_stay_bounded_while_paused() -> None:
     """Only the latest reading of a partition matters: a paused group (or one whose ticks
     fall behind) keeps at most about two polls' worth queued, never an unbounded backlog."""
