@@ -163,6 +163,10 @@ def ballast(s: Scenario, repeat: int) -> list[dict[str, Any]]:
         rows.append(
             _row(s, "fresh", f"assign {strategy}", times, **_cross(placed, ppt, subs, result))
         )
+        if strategy == "sticky" and not placed:
+            rows.append(
+                _row(s, "fresh", "assign sticky, topics not seen before", unseen(ppt, subs))
+            )
         leave_t, join_t = [], []
         for v in victims[10 : 10 + (3 if big else repeat)]:
             left = {m: t for m, t in subs.items() if m != v}
@@ -184,6 +188,21 @@ def ballast(s: Scenario, repeat: int) -> list[dict[str, Any]]:
     rows += engine_events(s, ppt, subs, lag, victims, placed)
     gc.unfreeze()
     return rows
+
+
+def unseen(ppt: Mapping[str, int], subs: Mapping[str, list[str]], runs: int = 5) -> list[float]:
+    """Fresh ``sticky`` calls whose topics no call named before, renamed outside the
+    timing: what a first call pays to build its partitions, where repeated calls copy
+    whole topics' lists from ``partition_lists``' cache. A call with ``current`` cannot
+    use that cache (it reads the caller's claims), so this is the fresh call it is
+    compared with, beside the cached one."""
+    times = []
+    for run in range(runs):
+        names = {t: f"{t}~{run}" for t in ppt}
+        renamed = {names[t]: n for t, n in ppt.items()}
+        members = {m: [names[t] for t in topics] for m, topics in subs.items()}
+        times.append(_ms(partial(ballast_assign, "sticky", renamed, members))[1])
+    return times
 
 
 def _without(placed: dict[str, Any], member: str) -> dict[str, Any]:

@@ -449,7 +449,8 @@ def test_lag_steps_and_membership_steps_stay_apart() -> None:
     assert group.engine.member_lag() == {"a": 60_000}
     group.on_lag({tps[0]: 0}, 2.5)
     join_step, _ = group.tick(2.0 + TUNING.rebalance_delay)
-    assert join_step is not None and join_step.reasons == ("join",)
+    assert join_step is not None
+    assert join_step.reasons == ("join",)
     assert group.lag_queued()  # the reading of 2.5 waits for the next step
     assert group.engine.member_lag() == {"a": 30_000, "b": 30_000}
     group.tick(2.0 + TUNING.rebalance_delay)
