@@ -79,6 +79,9 @@ class Plan:
     #: member -> what its record changes: the commit applies these instead of comparing
     #: whole grants.
     edits: dict[str, Edit] = field(default_factory=dict)
+    #: Members planned that only wait (every partition they gain is still held or being
+    #: released, and they lose nothing): the commit parks them until ``_wake``.
+    idle: list[str] = field(default_factory=list)
 
 
 class Reconciler:
@@ -147,7 +150,13 @@ class Reconciler:
                 self.target[m] = frozenset(parts)
                 self._moved.pop(m, None)
             else:
-                self.target[m] = base.difference(delta.lost).union(delta.gained)
+                # One copy of the set, not two: most members a step lists only gain
+                # (receivers) or only lose (donors).
+                if delta.lost:
+                    base_less = base.difference(delta.lost)
+                    self.target[m] = base_less.union(delta.gained) if delta.gained else base_less
+                else:
+                    self.target[m] = base.union(delta.gained)
                 self._moved[m] = (base, delta)
             self._listed[m] = parts
             self._dirty.add(m)
@@ -204,6 +213,7 @@ class Reconciler:
             records.append(Outgoing(m, None))
         releases: dict[TopicPartition, Release] = {}
         edits: dict[str, Edit] = {}
+        idle: list[str] = []
         refresh = self._refresh | {
             m for m in self._tags_changed if m in self.granted and self._tags_differ(m)
         }
@@ -231,8 +241,8 @@ class Reconciler:
                     taken[tp] = m
                 else:
                     self._waiting[tp] = m
-            grant = want if len(got) == len(gain) else (held & want).union(got)
             if have is None or lose or got or m in refresh:
+                grant = want if len(got) == len(gain) else (held & want).union(got)
                 for tp in lose:
                     releases[tp] = Release(m, gen, now + self.handoff_timeout)
                 pending = set(self._releasing_of.get(m, ())) | lose
@@ -242,13 +252,21 @@ class Reconciler:
                 records.append(
                     Outgoing(m, grant, frozenset(pending), tags.absent_since, tags.instance, listed)
                 )
+            else:
+                idle.append(m)
         if not records:
+            # Every planned member waits: each is in ``_waiting`` for what it gains, and
+            # is planned again when one of those partitions is freed (``_wake``).
             self._dirty.clear()
             return None
-        return Plan(gen, records, releases, edits)
+        return Plan(gen, records, releases, edits, idle)
 
     def commit(self, plan: Plan) -> None:
         """Make the plan the granted state (its records are being published)."""
+        # Members that only wait are planned again when what they wait for is freed
+        # (``_wake``, below or later), not on every plan: a wave of receivers waiting
+        # for departed members' tombstones or for revokes costs nothing per tick.
+        self._dirty.difference_update(plan.idle)
         owner = self.owner
         for rec in plan.records:
             have = self.granted.get(rec.member)
