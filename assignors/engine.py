@@ -1298,11 +1298,14 @@ class IncrementalAssignor:
         while spent < budget:
             top_load, top_name = self._by_lag[-1]
             a = self._members[top_name]
+            ratio = 1.0 if eager else policy.trigger_ratio if first else policy.target_ratio
+            mean = self._total_lag / self._capacity_total
+            if a.lag <= policy.min_lag or top_load <= ratio * mean:
+                return  # within the ratio of the mean, so of the bound: a's list unsorted
             entries = self._entries(a)
             heaviest = entries[-1] >> LAG_SHIFT if entries else 0
-            bound = max(self._total_lag / self._capacity_total, a.share(heaviest))
-            ratio = 1.0 if eager else policy.trigger_ratio if first else policy.target_ratio
-            if a.lag <= policy.min_lag or top_load <= ratio * bound:
+            bound = max(mean, a.share(heaviest))
+            if top_load <= ratio * bound:
                 return
             if first:
                 unit = bound if a.capacity == 1 else bound * a.capacity
