@@ -39,7 +39,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from itertools import chain, filterfalse, islice, repeat, takewhile
-from operator import attrgetter, lshift, neg, or_, sub
+from operator import attrgetter, lshift, neg, or_, rshift, sub
 
 import numpy as np
 from numpy.typing import NDArray
@@ -87,7 +87,7 @@ from .ids import (
     sort_runs,
     topic_of,
 )
-from .lag_swap import MAX_PARTNERS, Partner, exact, lags_of, nearest_swaps
+from .lag_swap import MAX_PARTNERS, Partner, exact, nearest_swaps
 from .lag_table import INT64_MAX, LagTable
 from .pid_array import PidArray
 from .placement import (
@@ -1295,6 +1295,9 @@ class IncrementalAssignor:
             return
         spent = 0
         first = not eager
+        #: Members' lags in list order, as arrays for the array search: one step changes
+        #: only its two members, so the others' carry over to the next step.
+        lags: dict[str, NDArray[np.int64]] = {}
         while spent < budget:
             top_load, top_name = self._by_lag[-1]
             a = self._members[top_name]
@@ -1311,15 +1314,19 @@ class IncrementalAssignor:
                 unit = bound if a.capacity == 1 else bound * a.capacity
                 self._trigger = LagTrigger(top_name, a.lag, unit)
             first = False
-            step = self._best_lag_step(a, budget - spent)
+            step = self._best_lag_step(a, budget - spent, lags)
             if step is None:
                 return
             cost = self._apply_lag_step(a, step)
             if cost == 0:
                 return
             spent += cost
+            lags.pop(a.name, None)
+            lags.pop(step[1].name, None)
 
-    def _best_lag_step(self, a: _Member, allowance: int) -> _LagStep | None:
+    def _best_lag_step(
+        self, a: _Member, allowance: int, lags: dict[str, NDArray[np.int64]]
+    ) -> _LagStep | None:
         """The move or swap with the lowest resulting peak; the first found wins a tie.
 
         Exact pruning: nothing with b can end below ``_peak_floor(a, b)``, so once the
@@ -1332,7 +1339,7 @@ class IncrementalAssignor:
         a_top = self._entries(a)[-_SWAP_CANDIDATES:]
         swapping = allowance >= 2
         partners = self._lighter(a, a_load)
-        in_arrays = self._swaps_in_arrays(a, a_top, partners) if swapping else {}
+        in_arrays = self._swaps_in_arrays(a, a_top, partners, lags) if swapping else {}
         for b in partners:
             half = _even_share(a, b)
             floor = _peak_floor(a, b, half)
@@ -1370,7 +1377,11 @@ class IncrementalAssignor:
         return out
 
     def _swaps_in_arrays(
-        self, a: _Member, a_top: list[int], partners: list[_Member]
+        self,
+        a: _Member,
+        a_top: list[int],
+        partners: list[_Member],
+        lags: dict[str, NDArray[np.int64]],
     ) -> dict[str, tuple[float, int, int] | None]:
         """``_best_swap`` (without its ``beat``) for the partners that share a's topics,
         where neither holds pins: there it needs no per-partition checks, and the same
@@ -1384,18 +1395,24 @@ class IncrementalAssignor:
             return {}
         entries = [self._entries(b) for b in able]
         found = nearest_swaps(
-            lags_of(a_top, LAG_SHIFT),
+            self._lag_array(a, lags)[-len(a_top) :],
             a.lag,
             a.capacity,
-            [
-                Partner(lags_of(e, LAG_SHIFT), _even_share(a, b), b.lag, b.capacity)
-                for b, e in zip(able, entries, strict=True)
-            ],
+            [Partner(self._lag_array(b, lags), _even_share(a, b), b.lag, b.capacity) for b in able],
         )
         return {
             b.name: None if f is None else (f[0], a_top[f[1]] & PID_MASK, e[f[2]] & PID_MASK)
             for b, e, f in zip(able, entries, found, strict=True)
         }
+
+    def _lag_array(self, m: _Member, lags: dict[str, NDArray[np.int64]]) -> NDArray[np.int64]:
+        """``m``'s lags in its list's order (ascending), kept in ``lags`` until a step
+        moves one of its partitions. Only for lags the array search takes (``exact``)."""
+        got = lags.get(m.name)
+        if got is None:
+            e = self._entries(m)
+            got = lags[m.name] = np.fromiter(map(rshift, e, repeat(LAG_SHIFT)), np.int64, len(e))
+        return got
 
     def _best_swap(
         self, a: _Member, b: _Member, a_top: list[int], *, half: float, beat: float, floor: float

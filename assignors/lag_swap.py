@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from itertools import chain
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 import numpy as np
+from numpy.typing import NDArray
 
 #: Lags and sums of lags up to here are exact in float64 as in int64; above it the loop
 #: in ``engine.py`` decides.
@@ -27,18 +27,18 @@ _SEG_SHIFT = 53
 MAX_PARTNERS = 1 << (63 - _SEG_SHIFT)
 
 
+#: Ascending lags: a list, or an int64 array (what the engine keeps between steps).
+Lags: TypeAlias = Sequence[int] | NDArray[np.int64]
+
+
 class Partner(NamedTuple):
     """A lighter member to exchange with: its lags (ascending), the lag that evens the
     two out (``_even_share``), its load and its capacity."""
 
-    lags: Sequence[int]
+    lags: Lags
     half: float
     load: int
     capacity: float
-
-
-def lags_of(entries: Sequence[int], shift: int) -> list[int]:
-    return [e >> shift for e in entries]
 
 
 def exact(*loads: int) -> bool:
@@ -48,7 +48,7 @@ def exact(*loads: int) -> bool:
 
 
 def nearest_swaps(
-    a_lags: Sequence[int], a_load: int, a_capacity: float, partners: Sequence[Partner]
+    a_lags: Lags, a_load: int, a_capacity: float, partners: Sequence[Partner]
 ) -> list[tuple[float, int, int] | None]:
     """For each partner b: (peak, index into ``a_lags``, index into ``b.lags``) of the
     exchange p <-> q with lag(p) > lag(q) and lag(p) - lag(q) nearest ``b.half`` from
@@ -60,36 +60,38 @@ def nearest_swaps(
     int64 array.
     """
     out: list[tuple[float, int, int] | None] = [None] * len(partners)
-    if not a_lags or not partners:
+    if not len(a_lags) or not partners:
         return out
-    na = len(a_lags)
-    wa = np.array(a_lags, dtype=np.int64)
-    lens = np.fromiter(map(len, (b.lags for b in partners)), np.int64, len(partners))
+    n = len(partners)
+    wa = np.asarray(a_lags, dtype=np.int64)
+    arrays = [np.asarray(b.lags, dtype=np.int64) for b in partners]
+    lens = np.fromiter(map(len, arrays), np.int64, n)
     if not lens.any():
         return out
     starts = np.cumsum(lens) - lens
-    flat = np.fromiter(chain.from_iterable(b.lags for b in partners), np.int64, int(lens.sum()))
-    seg = np.arange(len(partners), dtype=np.int64)
+    flat = np.concatenate(arrays)
+    seg = np.arange(n, dtype=np.int64) << _SEG_SHIFT
     # Each partner's lags, offset so that all of them ascend together: a bisection within
     # one partner's lags is one bisection of the whole.
-    keyed = (np.repeat(seg, lens) << _SEG_SHIFT) | flat
-    half = np.array([b.half for b in partners], dtype=np.float64)
+    keyed = np.repeat(seg, lens) | flat
+    half = np.fromiter((b.half for b in partners), np.float64, n)
     # As the loop's bisect: per partner and p, the first q whose lag is at least
     # lag(p) - half, and the one before it.
-    wanted = np.maximum(np.ceil(wa[None, :] - half[:, None]), 0).astype(np.int64)
-    j = np.searchsorted(keyed, (seg[:, None] << _SEG_SHIFT) | wanted, side="left")
+    wanted = np.maximum(np.ceil(wa - half[:, None]), 0).astype(np.int64)
+    j = np.searchsorted(keyed, seg[:, None] | wanted, side="left")
     j -= starts[:, None]
-    k = np.stack((j - 1, j), axis=2).reshape(len(partners), 2 * na)
+    k = np.repeat(j, 2, axis=1)  # per p: the q before, then the q at
+    k[:, ::2] -= 1
     inside = (k >= 0) & (k < lens[:, None])
     at = np.where(inside, k + starts[:, None], 0)
-    d = np.repeat(wa, 2)[None, :] - flat[at]
+    d = np.repeat(wa, 2) - flat[at]
     ok = inside & (d > 0)
     # Below ``EXACT`` the quotients are the engine's ``_peak`` exactly (over 1: the ints).
-    b_load = np.array([b.load for b in partners], dtype=np.int64)[:, None]
-    b_cap = np.array([b.capacity for b in partners], dtype=np.float64)[:, None]
+    b_load = np.fromiter((b.load for b in partners), np.int64, n)[:, None]
+    b_cap = np.fromiter((b.capacity for b in partners), np.float64, n)[:, None]
     peak = np.where(ok, np.maximum((a_load - d) / a_capacity, (b_load + d) / b_cap), math.inf)
     best = np.argmin(peak, axis=1)
-    rows = np.arange(len(partners))
+    rows = np.arange(n)
     found = ok[rows, best].tolist()
     peaks = peak[rows, best].tolist()
     ks = k[rows, best].tolist()

@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
+from numpy.typing import NDArray
 
 from assignors import IncrementalAssignor, LagUpdated, MemberJoined, TopicPartition
 from assignors.engine import _SWAP_CANDIDATES, _even_share
@@ -48,6 +50,7 @@ def test_arrays_pick_the_loops_pair(capacities: bool) -> None:
     for seed in range(60):
         eng = engine(seed, capacities)
         members = [eng._members[n] for n in sorted(eng._members)]
+        kept: dict[str, NDArray[np.int64]] = {}
         for a in members:
             a_top = eng._entries(a)[-_SWAP_CANDIDATES:]
             lighter = [b for b in members if b is not a and b.load() < a.load()]
@@ -57,8 +60,10 @@ def test_arrays_pick_the_loops_pair(capacities: bool) -> None:
                 )
                 for b in lighter
             }
-            together = eng._swaps_in_arrays(a, a_top, lighter)
-            alone = {b.name: eng._swaps_in_arrays(a, a_top, [b])[b.name] for b in lighter}
+            # ``kept`` carries members' lag arrays from one ``a`` to the next, as the
+            # search keeps them from step to step; each lone search makes its own.
+            together = eng._swaps_in_arrays(a, a_top, lighter, kept)
+            alone = {b.name: eng._swaps_in_arrays(a, a_top, [b], {})[b.name] for b in lighter}
             assert together == alone == loops, (seed, a.name)
             compared += sum(found is not None for found in loops.values())
     assert compared > 500
@@ -90,6 +95,9 @@ def test_partners_are_searched_apart() -> None:
     # Capacity 2: 7 <-> 1 leaves max(18 - 6, (9 + 6) / 2) = 12, the lowest.
     assert found[3] == (12.0, 2, 1)
     assert nearest_swaps([5, 6, 7], 18, 1, partners[3:]) == found[3:]
+    # Lags as int64 arrays (as the engine keeps them between steps) or as lists: alike.
+    arrays = [b._replace(lags=np.array(b.lags, dtype=np.int64)) for b in partners]
+    assert nearest_swaps(np.array([5, 6, 7], dtype=np.int64), 18, 1, arrays) == found
 
 
 def test_lags_near_the_exact_bound_stay_apart() -> None:
@@ -108,3 +116,25 @@ def test_lags_near_the_exact_bound_stay_apart() -> None:
     alone = [nearest_swaps(a_lags, sum(a_lags), 1, [p])[0] for p in partners]
     assert together == alone
     assert sum(found is not None for found in together) > 500
+
+
+def test_lag_arrays_kept_between_steps_give_the_searchs_moves() -> None:
+    """The search keeps members' lag arrays from step to step and drops the two a step
+    changed: the same moves as a search that rebuilds every array at every step."""
+    compared = 0
+    for seed in range(40):
+        kept, rebuilt = engine(seed, False), engine(seed, False)
+        fresh = rebuilt._lag_array
+        rebuilt._lag_array = lambda m, lags: fresh(m, {})  # type: ignore[method-assign]
+        rng = random.Random(seed)
+        for _ in range(3):
+            hot = {
+                TopicPartition(t, p): rng.randint(0, 50_000)
+                for t, n in kept.partitions_per_topic.items()
+                for p in rng.sample(range(n), n // 3)
+            }
+            a, b = kept.apply([LagUpdated(hot)]), rebuilt.apply([LagUpdated(hot)])
+            assert a == b, seed
+            compared += a.moved_for_lag
+        assert kept.assignment() == rebuilt.assignment()
+    assert compared > 100
