@@ -1018,14 +1018,21 @@ class IncrementalAssignor:
             heapq.heapreplace(heap, (c2 + 2, lag + weight, name))
             dealt.setdefault(name, []).append((pid, weight))
         receivers: list[_Member] = []
+        # Many receivers (several members' partitions at once): one rebuild of the
+        # member-wide indexes costs less than taking each receiver out and back in.
+        bulk = len(dealt) * _REINDEX_SHARE > len(members)
         for name, taken in dealt.items():
             m = members[name]
-            self._detach(m)
+            if not bulk:
+                self._detach(m)
             for pid, weight in taken:
                 before.setdefault(pid, None)
                 self._insert_part(m, pid, weight)
-            self._attach(m)
+            if not bulk:
+                self._attach(m)
             receivers += repeat(m, len(taken))
+        if bulk:
+            self._reindex()
         self._hand_over([pid for taken in dealt.values() for pid, _ in taken], receivers)
         return list(dealt)
 
