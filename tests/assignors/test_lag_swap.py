@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from functools import partial
 
 import numpy as np
 import pytest
@@ -124,8 +125,9 @@ def test_lag_arrays_kept_between_steps_give_the_searchs_moves() -> None:
     compared = 0
     for seed in range(40):
         kept, rebuilt = engine(seed, False), engine(seed, False)
-        fresh = rebuilt._lag_array
-        rebuilt._lag_array = lambda m, lags: fresh(m, {})  # type: ignore[method-assign]
+        rebuilt._lag_array = partial(  # type: ignore[method-assign]
+            lambda m, lags, fresh: fresh(m, {}), fresh=rebuilt._lag_array
+        )
         rng = random.Random(seed)
         for _ in range(3):
             hot = {
