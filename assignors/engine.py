@@ -260,6 +260,9 @@ class IncrementalAssignor:
         self._slot_names: list[str] = []
         self._free_slots: list[int] = []
         self._plag = LagTable()
+        #: Readings of partitions that do not exist (yet): moved into ``_plag`` when their
+        #: topic grows to include them (``TopicIds.existing``).
+        self._ahead: dict[int, int] = {}
         #: topic id -> subscribing members.
         self._subs: dict[int, set[str]] = {}
         self._load: SortedList = SortedList()
@@ -589,7 +592,7 @@ class IncrementalAssignor:
     def violations(self) -> list[str]:
         """Constraints broken now (``constraints.violations``): always empty."""
         ids, pins = self._ids, self._pins
-        rules = Constraints(dict(zip(ids.tps(list(pins)), pins.values(), strict=True)), self._caps)
+        rules = Constraints(dict(zip(ids.each(list(pins)), pins.values(), strict=True)), self._caps)
         members = self._members
         return violations(self.owner_of, lambda m: members[m].count, self._ppt, self.members, rules)
 
@@ -616,7 +619,9 @@ class IncrementalAssignor:
 
     def lag(self) -> dict[TopicPartition, int]:
         pids, values = self._plag.items()
-        return dict(zip(self._ids.tps(pids), values, strict=True))
+        pids += self._ahead.keys()
+        values += self._ahead.values()
+        return dict(zip(self._ids.each(pids), values, strict=True))
 
     # ------------------------------------------------------------------ event handlers
 
@@ -736,6 +741,9 @@ class IncrementalAssignor:
                 self._touched.add(self._owner[pid])
                 self._move(pid, None, vanished=True)
         self._plag.discard(self._ids.span(topic, old, count))
+        grown = [p for p in self._ahead if p >> PART_BITS == t and p & PART_MASK < count]
+        if grown:
+            self._plag.swap(grown, [self._ahead.pop(p) for p in grown])
         if self._subs.get(t):
             self._orphans.update(self._ids.span(topic, count, old))
         self._pin_work.update(pid for pid in self._pins if pid >> PART_BITS == t)
@@ -744,10 +752,13 @@ class IncrementalAssignor:
         """Re-weigh the changed readings. Costs O(readings) plus, per member touched, its
         index entries; when many members are touched the indexes are rebuilt once."""
         pids, values = self._ids.lag(lag, register=True)
+        at = np.fromiter(pids, np.int64, len(pids))
+        pids, values, at, ahead = self._ids.existing(self._ppt, pids, values, at)
+        self._ahead.update(ahead)
         if not self.lag_aware:
             self._plag.swap(pids, values)
             return
-        delta = self._lag_deltas(pids, values)
+        delta = self._lag_deltas(pids, values, at)
         if not delta:
             return
         # A member's lag-ordered list is re-sorted when next read, not here: most members
@@ -769,12 +780,13 @@ class IncrementalAssignor:
             m.lag += d
             self._attach(m)
 
-    def _lag_deltas(self, pids: list[int], values: list[int]) -> dict[str, int]:
+    def _lag_deltas(
+        self, pids: list[int], values: list[int], at: NDArray[np.int64]
+    ) -> dict[str, int]:
         """Store the readings; each member whose partitions' lag changed, with the sum of
         the changes (0 when they cancel out: its list still needs re-sorting). In array
         passes (holders gathered, changes summed per slot) unless a lag past 64 bits or
-        a sum that could overflow is involved."""
-        at = np.fromiter(pids, np.int64, len(pids))
+        a sum that could overflow is involved. ``at``: the pids as an array."""
         swapped = self._plag.swap_exact(at, values)
         if swapped is not None:
             old, new = swapped
@@ -1835,6 +1847,8 @@ class _Start:
     #: Every member's capacity, when they are not all equal.
     capacities: dict[str, float] | None = None
     constraints: Constraints = NONE
+    #: Readings of partitions that do not exist yet (``TopicIds.existing``).
+    ahead: dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def of(  # noqa: PLR0917 -- from_snapshot's arguments, in its order
@@ -1859,8 +1873,12 @@ class _Start:
             racks = build_racks(spec, member_racks, partition_racks)
         ids = TopicIds.for_spec(spec)
         readings: tuple[list[int], list[int]] = ([], [])
+        ahead: dict[int, int] = {}
         if lag_aware:
-            readings = ids.lag(lag, register=False)
+            pids, values = ids.lag(lag, register=False)
+            at = np.fromiter(pids, np.int64, len(pids))
+            pids, values, _, ahead = ids.existing(spec.partitions_per_topic, pids, values, at)
+            readings = (pids, values)
         elif lag:  # validated all the same: a bad lag map is a caller bug either way
             check_lag(lag)
         claims = ids.claims(spec, current)
@@ -1875,6 +1893,7 @@ class _Start:
             racks,
             capacities,
             constraints,
+            ahead,
         )
 
     @property
@@ -2113,6 +2132,7 @@ class _Start:
         )
         eng._ids = self.ids
         eng._plag = LagTable.of(*self.readings)
+        eng._ahead = self.ahead
         if self.racks is not None and self.racked and self.final:
             dealt, misplaced = self.rack_dealt()
             every = self.every()

@@ -118,14 +118,18 @@ class TopicIds:
 
     def tps(self, pids: Iterable[int]) -> list[TopicPartition]:
         """Ascending pids -> sorted partitions."""
-        names = self.names
-        if self.interned is not None:
-            out = self._shared(pids if isinstance(pids, list) else list(pids))
-        else:
-            out = [_new_tuple(TopicPartition, (names[p >> PART_BITS], p & PART_MASK)) for p in pids]
+        out = self.each(pids)
         if not self.in_order:
             out.sort()
         return out
+
+    def each(self, pids: Iterable[int]) -> list[TopicPartition]:
+        """The partition of each pid, in the pids' order (for pairing with values: once
+        topics were named out of order, ``tps`` sorts)."""
+        if self.interned is not None:
+            return self._shared(pids if isinstance(pids, list) else list(pids))
+        names = self.names
+        return [_new_tuple(TopicPartition, (names[p >> PART_BITS], p & PART_MASK)) for p in pids]
 
     def tps_runs(
         self, pids: NDArray[np.int64], counts: Sequence[int]
@@ -211,6 +215,21 @@ class TopicIds:
                 pids.append(base + partition)
                 known.append(value)
         return pids, known
+
+    def existing(
+        self, ppt: Mapping[str, int], pids: list[int], values: list[int], at: NDArray[np.int64]
+    ) -> tuple[list[int], list[int], NDArray[np.int64], dict[int, int]]:
+        """Readings (``pids`` and ``values``, ``at``: the pids as an array) of partitions
+        that exist, their topic's count in ``ppt`` above their number, and the others' by
+        pid. Readings may name partitions a topic has yet to grow into, up to partition
+        2**31 - 1: the arrays the engine keeps per partition are sized by the largest
+        number they hold, so those readings wait beside them."""
+        exists = (at & PART_MASK) < self._sizes(ppt)[at >> PART_BITS]
+        if exists.all():
+            return pids, values, at, {}
+        keep = exists.tolist()
+        ahead = {p: v for p, v, k in zip(pids, values, keep, strict=True) if not k}
+        return list(compress(pids, keep)), list(compress(values, keep)), at[exists], ahead
 
     # ------------------------------------------------------------------ claims
 
