@@ -26,6 +26,7 @@ from pydantic import (
 from assignors import TopicPartition
 from assignors.capacity import MAX_CAPACITY
 from assignors.racks import check_rack
+from assignors.types import MAX_PARTITION
 
 SCHEMA_VERSION: Literal[1] = 1
 #: Larger payloads are rejected before parsing (a member of 10 000 partitions is ~200 KiB).
@@ -34,7 +35,15 @@ MAX_PAYLOAD_BYTES = 1 << 20
 Name = Annotated[str, Field(min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._\-]+$")]
 MemberId = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9._\-:@]+$")]
 NonNegative = Annotated[int, Field(ge=0, strict=True)]
-Partition = tuple[Name, NonNegative]
+#: Kafka's partition numbers are 32-bit, its offsets (so a lag in offsets) 64-bit: larger
+#: numbers are nobody's partition or lag, and would overflow downstream (a float, a pid).
+MAX_OFFSET = (1 << 63) - 1
+PartitionNumber = Annotated[int, Field(ge=0, le=MAX_PARTITION, strict=True)]
+Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET, strict=True)]
+Partition = tuple[Name, PartitionNumber]
+#: A lag in seconds (weighed in ms) or a rate (records/s) whose weight fits in 64 bits.
+TimeLag = Annotated[float, Field(ge=0, le=1e15)]
+Rate = Annotated[float, Field(ge=0, le=1e18)]
 #: ``client.rack`` as the assignors accept it (``assignors.racks.check_rack``: printable,
 #: no whitespace); the pattern says so in the published schema.
 Rack = Annotated[
@@ -57,7 +66,9 @@ class DecodeError(ValueError):
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    #: No infinities or NaN: JSON has none, and a time or weight of ``Infinity`` (which
+    #: Python's json writes) breaks every computation it reaches.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     version: Literal[1] = SCHEMA_VERSION
 
@@ -88,10 +99,22 @@ class Presence(_Record):
     generation: Annotated[int, Field(ge=-1, strict=True)] = -1
     partitions: list[Partition] = Field(default_factory=list, max_length=1_000_000)
     #: Optional self-reported lag of held partitions: ``[[topic, partition, lag], ...]``.
-    lag: list[tuple[Name, NonNegative, NonNegative]] | None = None
+    lag: list[tuple[Name, PartitionNumber, Offset]] | None = None
     sent_at: float | None = None
 
     _check_partitions = field_validator("partitions")(_sorted_unique)
+
+    @model_validator(mode="after")
+    def _lag_of_held_partitions(self) -> Presence:
+        """Lag is reported for what the member holds (and the controller checks that
+        against what it granted): readings of other partitions are nobody's to report."""
+        if self.lag:
+            held = set(self.partitions)
+            stray = sorted({(t, p) for t, p, _ in self.lag} - held)
+            if stray:
+                shown = ", ".join(f"{t}-{p}" for t, p in stray[:5])
+                raise ValueError(f"lag names partitions not in partitions: {shown}")
+        return self
 
     def held(self) -> frozenset[TopicPartition]:
         return frozenset(TopicPartition(t, p) for t, p in self.partitions)
@@ -152,7 +175,7 @@ class Pin(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     topic: Name
-    partition: NonNegative
+    partition: PartitionNumber
     member: MemberId
 
 
@@ -246,12 +269,12 @@ class LagRecord(_Record):
 
     group: Name
     topic: Name
-    partition: NonNegative
-    lag: NonNegative
+    partition: PartitionNumber
+    lag: Offset
     #: Seconds behind, estimated from (offset, time) points; absent when unknown.
-    time_lag: Annotated[float, Field(ge=0)] | None = None
-    produce_rate: Annotated[float, Field(ge=0)] | None = None
-    consume_rate: Annotated[float, Field(ge=0)] | None = None
+    time_lag: TimeLag | None = None
+    produce_rate: Rate | None = None
+    consume_rate: Rate | None = None
     observed_at: float
 
     def weight(self, kind: Literal["offsets", "time", "rate"]) -> int | None:
@@ -270,14 +293,14 @@ class OffsetSample(_Record):
 
     group: Name
     topic: Name
-    partition: NonNegative
+    partition: PartitionNumber
     #: The group's committed offset (next to read); None: the group has not committed.
-    committed: NonNegative | None = None
+    committed: Offset | None = None
     #: High watermark at ``sampled_at``.
-    log_end: NonNegative
+    log_end: Offset
     #: Earliest retained offset, when the sampler knows it (lag of an uncommitted
     #: partition under ``auto_offset_reset: earliest``).
-    log_start: NonNegative | None = None
+    log_start: Offset | None = None
     #: Event time, Unix seconds.
     sampled_at: Annotated[float, Field(gt=0)]
     #: Who observed it: the controller's offset poller or a client's self-report.
@@ -305,9 +328,11 @@ class TraceEvent(_Record):
     member: MemberId | None = None
     topics: list[Name] | None = None
     #: ``partitions``: partition count per topic.
-    partitions: dict[Name, NonNegative] | None = None
+    partitions: (
+        dict[Name, Annotated[int, Field(ge=0, le=MAX_PARTITION + 1, strict=True)]] | None
+    ) = None
     #: ``lag``: readings ``[[topic, partition, lag], ...]``; other partitions keep theirs.
-    lag: list[tuple[Name, NonNegative, NonNegative]] | None = None
+    lag: list[tuple[Name, PartitionNumber, Offset]] | None = None
 
     @model_validator(mode="after")
     def _fields_for_kind(self) -> TraceEvent:

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.core.group import GroupState, GroupTuning
+from controller.core.group import GroupState, GroupTuning, RejectedError
 from controller.errors import InputError
 from controller.runtime.config import Config, load_config
 from controller.runtime.lag_ingest import LagIngest
@@ -217,6 +217,84 @@ async def _lag_record_outcome(key: bytes | None, value: bytes | None) -> None:
         fields = key.decode().split("/")
         assert len(fields) == 3
         assert value is None or fields[0] != "g"
+
+
+# Numbers at and past Kafka's ranges (32-bit partitions, 64-bit offsets) and floats that
+# JSON cannot carry but Python's json writes: what a validator must stop before the logic.
+wild_ints = st.one_of(
+    st.integers(-2, 5),
+    st.integers(),
+    st.sampled_from([2**31 - 1, 2**31, 2**40, 2**63 - 1, 2**63, 10**400]),
+)
+wild_floats = st.one_of(st.floats(), st.sampled_from([1e15, 1e18, 1e300]))
+
+
+def _ticked(state: GroupState) -> None:
+    for now in (1.0, 2.0, 3.0, 4.0):
+        state.tick(now)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    held=st.lists(wild_ints, max_size=3, unique=True),
+    values=st.lists(wild_ints, max_size=3),
+    stray=st.lists(wild_ints, max_size=1),
+)
+def test_an_accepted_presence_never_makes_a_tick_raise(
+    held: list[int], values: list[int], stray: list[int]
+) -> None:
+    """A decoder that lets a number through that the logic cannot take stops the group's
+    loop at its next tick, not at the message: the handler tests above cannot see it."""
+    TRIED["presence into ticks"] += 1
+    lag = [["orders", p, v] for p, v in zip(held + stray, values, strict=False)]
+    partitions = sorted(["orders", p] for p in held)
+    body = json.dumps({**GOOD[Presence], "partitions": partitions, "lag": lag}).encode()
+    try:
+        p = decode(Presence, body, "fuzz")
+    except DecodeError:
+        return
+    state = GroupState("g", GroupTuning(rebalance_delay=0), {"orders": 4})
+    with contextlib.suppress(RejectedError):  # impossible claims: counted by the daemon
+        state.on_presence(p, 0.0)
+    _ticked(state)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    lag=wild_ints,
+    time_lag=wild_floats,
+    rate=wild_floats,
+    observed_at=wild_floats,
+    weight=st.sampled_from(["offsets", "time", "rate"]),
+)
+def test_an_accepted_lag_record_never_makes_a_tick_raise(
+    lag: int, time_lag: float, rate: float, observed_at: float, weight: str
+) -> None:
+    TRIED["lag record into ticks"] += 1
+    body = {
+        **GOOD[LagRecord],
+        "lag": lag,
+        "time_lag": time_lag,
+        "produce_rate": rate,
+        "observed_at": observed_at,
+    }
+    asyncio.run(_lag_record_ticked(json.dumps(body).encode(), weight))
+
+
+async def _lag_record_ticked(value: bytes, weight: str) -> None:
+    state = ReplicaState()
+    group = GroupState("g", GroupTuning(rebalance_delay=0), {"orders": 4})
+    state.groups["g"] = ManagedGroup("g", group, 1)
+    cfg = Config.model_validate(
+        {"groups": [{"name": "g"}], "lag": {"weight": weight, "source": "topic"}}
+    )
+    ingest = LagIngest(cfg, state, None, lambda _source, _why: None, _METRICS)
+    member = {**GOOD[Presence], "generation": -1, "partitions": []}
+    group.on_presence(decode(Presence, json.dumps(member).encode(), "fuzz"), 0.0)
+    readings: dict[str, dict[Any, int | None]] = {}
+    ingest.record(Msg(b"g/orders/1", value), readings)
+    group.on_lag({tp: v for tp, v in readings.get("g", {}).items() if v is not None}, 0.5)
+    _ticked(group)
 
 
 yaml_text = st.one_of(

@@ -47,6 +47,25 @@ def test_presence_round_trip() -> None:
         ({"state": "zombie"}, "state: Input should be 'active' or 'leaving'"),
         ({"capacity": 0}, "capacity: Input should be greater than 0"),
         ({"lag": [["orders", 1, -5]]}, "lag.0.2: Input should be greater than or equal to 0"),
+        (
+            {"lag": [["orders", 1, 5], ["orders", 7, 5]]},
+            "lag names partitions not in partitions: orders-7",
+        ),
+        # Past Kafka's 32-bit partition numbers and 64-bit offsets: such a partition
+        # overflowed the engine's partition ids, such a lag the smoothing's floats.
+        (
+            {"partitions": [["orders", 2**31]]},
+            "partitions.0.1: Input should be less than or equal to 2147483647",
+        ),
+        (
+            {"lag": [["orders", 2**40, 5]]},
+            "lag.0.1: Input should be less than or equal to 2147483647",
+        ),
+        (
+            {"lag": [["orders", 1, 10**400]]},
+            "lag.0.2: Input should be less than or equal to 9223372036854775807",
+        ),
+        ({"sent_at": float("nan")}, "sent_at: Input should be a finite number"),
         ({"version": 2}, "version: Input should be 1"),
         ({"surprise": True}, "surprise: Extra inputs are not permitted"),
     ],
@@ -79,6 +98,26 @@ def test_assignment_and_lag_records() -> None:
     assert decode(Assignment, a.encode(), "s") == a
     with pytest.raises(DecodeError, match="lag: Input should be greater than or equal to 0"):
         decode(LagRecord, b'{"group":"g","topic":"t","partition":0,"lag":-1,"observed_at":1}', "s")
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"lag": 2**63}, "lag: Input should be less than or equal to 9223372036854775807"),
+        ({"partition": 2**31}, "partition: Input should be less than or equal to 2147483647"),
+        ({"time_lag": float("inf")}, "time_lag: Input should be a finite number"),
+        ({"time_lag": 1e300}, f"time_lag: Input should be less than or equal to {10**15}"),
+        ({"produce_rate": 1e19}, f"produce_rate: Input should be less than or equal to {10**18}"),
+        ({"observed_at": float("nan")}, "observed_at: Input should be a finite number"),
+    ],
+)
+def test_lag_records_past_kafkas_ranges_or_not_finite_are_rejected(
+    change: dict[str, object], expected: str
+) -> None:
+    good = {"group": "g", "topic": "t", "partition": 0, "lag": 1, "observed_at": 1.0}
+    with pytest.raises(DecodeError) as err:
+        decode(LagRecord, json.dumps({**good, **change}).encode(), "ballast.lag")
+    assert expected in str(err.value)
 
 
 def test_keys() -> None:
