@@ -52,7 +52,9 @@ Port = Annotated[int, Field(ge=1, le=65_535)]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    #: No infinities or NaN (YAML has `.inf` and `.nan`): every number here is a bound,
+    #: a ratio or a time that must be reached.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def _secret_from_files(section: BaseModel, *names: str) -> dict[str, SecretStr]:

@@ -88,6 +88,16 @@ def test_environment_overrides_and_durations() -> None:
             {},
             "target_ratio must not exceed trigger_ratio",
         ),
+        (
+            "groups: [{name: a}]\nrebalance: {trigger_ratio: .inf}",
+            {},
+            "rebalance.trigger_ratio: Input should be a finite number",
+        ),
+        (
+            "groups: [{name: a}]",
+            {"BALLAST_LAG__SMOOTHING": "nan"},
+            "environment BALLAST_LAG__SMOOTHING: lag.smoothing: Input should be a finite number",
+        ),
         ("- just\n- a list", {}, "the top level must be a mapping"),
         ("groups: [", {}, "invalid YAML"),
         ("groups: [{name: 'bad name'}]", {}, "groups.0.name: String should match pattern"),
