@@ -152,8 +152,13 @@ class GroupLoop:
         now = time.monotonic()
         for tp in plan.releases:
             g.revoked_at.setdefault(tp, now)
+        if not g.revoked_at:
+            return
         for rec in plan.records:
-            for tp in rec.partitions or ():
+            # A handed-off partition is one the record adds: read the edit when the plan
+            # made one, not the member's whole grant.
+            edit = plan.edits.get(rec.member)
+            for tp in (rec.partitions or ()) if edit is None else edit.added:
                 start = g.revoked_at.pop(tp, None)
                 if start is not None:
                     self.metrics.handoff.labels(g.name).observe(now - start)

@@ -14,6 +14,7 @@ from controller.runtime.config import Config
 from controller.runtime.group_loop import GroupLoop
 from controller.runtime.metrics import Metrics
 from controller.runtime.replica_state import ManagedGroup
+from controller.wire.records import Presence
 
 GRANT_BATCH = 0.5
 
@@ -62,3 +63,66 @@ async def test_queued_lag_is_absorbed_step_after_step_without_the_grant_pause(
             await task
     assert len(state.lag) == 10
     assert pauses == [GRANT_BATCH, 0, 0, 0, 0]
+
+
+def test_every_handed_off_partition_is_timed_when_its_new_owner_is_granted_it() -> None:
+    """``ballast_handoff_duration_seconds``: from the revoke to the grant elsewhere, for
+    each partition that changed hands; read from the plans' edits, not whole grants."""
+    cfg = Config.model_validate({"groups": [{"name": "g"}]})
+    state = GroupState("g", GroupTuning(rebalance_delay=0.0), {"orders": 12})
+    g = ManagedGroup("g", state, 1)
+    metrics = Metrics()
+
+    async def never_deposed(_shard: int | None) -> bool:
+        return True
+
+    loop = GroupLoop(
+        cfg,
+        metrics,
+        publisher_for=lambda _n: None,
+        still_leader=never_deposed,
+        stopping=lambda: False,
+    )
+    held: dict[str, frozenset[TopicPartition]] = {}
+    now = 0.0
+
+    def announce(member: str, generation: int = -1) -> None:
+        p = Presence(
+            group="g",
+            member=member,
+            topics=["orders"],
+            instance=member,
+            generation=generation,
+            partitions=sorted(held.get(member, frozenset())),
+        )
+        state.on_presence(p, now)
+
+    def step() -> None:
+        _, plan = state.tick(now)
+        if plan is None:
+            return
+        loop._observe_handoffs(g, plan)
+        state.reconciler.commit(plan)
+        for rec in plan.records:  # every member applies and acknowledges at once
+            held[rec.member] = rec.partitions or frozenset()
+            announce(rec.member, plan.generation)
+
+    announce("a")
+    for _ in range(3):
+        now += 1.0
+        step()
+    assert len(held["a"]) == 12
+    announce("b")
+    for _ in range(4):  # b joins; a revokes half; a acks; b is granted
+        now += 1.0
+        step()
+    assert len(held["a"]) == len(held["b"]) == 6
+    count = sum(
+        s.value
+        for m in metrics.handoff.collect()
+        for s in m.samples
+        if s.name.endswith("_count") and s.labels["group"] == "g"
+    )
+    assert count == 6  # each of the six partitions b took, once
+    assert not g.revoked_at  # nothing left waiting for a grant
+    assert metrics.handoff.labels("g")._sum.get() > 0
