@@ -79,7 +79,7 @@ def test_every_handed_off_partition_is_timed_when_its_new_owner_is_granted_it() 
     loop = GroupLoop(
         cfg,
         metrics,
-        publisher_for=lambda _n: None,
+        publisher_for=lambda _n: pytest.fail("this test publishes nothing"),
         still_leader=never_deposed,
         stopping=lambda: False,
     )
