@@ -294,3 +294,28 @@ def test_room_made_by_a_lag_move_goes_to_a_stranded_partition() -> None:
     eng.apply([MemberJoined("m02", frozenset({"t0"}))])
     assert len(eng.partitions_of("m05")) == 2  # it gave t0:0 to m02 and took a stranded one
     assert len(eng.unassigned()) == 5 + 9 - 1 - 1
+
+
+def test_pins_are_checked_against_their_own_partitions_once_topics_came_out_of_order() -> None:
+    """A topic named after another that sorts later ("a" after "b"): the engine's pins
+    were paired with partitions in sorted order, not theirs, and honoured pins were
+    reported broken."""
+    eng, _ = IncrementalAssignor.from_snapshot({"b": 2}, {"m1": ["b"], "m2": ["b"]})
+    both = frozenset({"a", "b"})
+    eng.apply(
+        [
+            PartitionsChanged("a", 2),
+            SubscriptionChanged("m1", both),
+            SubscriptionChanged("m2", both),
+        ]
+    )
+    pins = {
+        TopicPartition("b", 0): "m1",
+        TopicPartition("a", 1): "m2",
+        TopicPartition("b", 1): "m2",
+        TopicPartition("a", 0): "m1",
+    }
+    eng.apply([ConstraintsChanged(pins, {})])
+    held = {tp: m for m, tps in eng.assignment().items() for tp in tps}
+    assert all(held[tp] == m for tp, m in pins.items())
+    assert eng.violations() == []
