@@ -22,13 +22,13 @@ from aiokafka.protocol.metadata import MetadataRequest
 
 from assignors import TopicPartition
 from assignors.collector import paused as collector_paused
-from assignors.racks import valid_rack
 from controller.core.handoff import Outgoing
 from controller.errors import InputError
 from controller.runtime.config import Config
 from controller.runtime.packed_send import PackedSender
 from controller.wire.assignments import EPOCH_HEADER, GENERATION_HEADER, log_entry
 from controller.wire.fencing import AssignmentView
+from controller.wire.metadata import TopicMetadata, read_metadata
 from controller.wire.records import (
     Assignment,
     Fence,
@@ -40,40 +40,6 @@ from controller.wire.records import (
 )
 
 
-class TopicMetadata(NamedTuple):
-    counts: dict[str, int]
-    #: Replica racks of every partition read (an empty set: no broker rack known).
-    racks: dict[TopicPartition, frozenset[str]]
-    #: Broker racks that no ``client.rack`` could match (whitespace, control characters).
-    unusable_racks: list[str]
-
-
-def read_topic_metadata(response: Mapping[str, Any]) -> TopicMetadata:
-    """A Metadata response (as ``to_object()`` gives it, version 1 or later: brokers
-    carry ``rack``) as counts and replica racks. A topic with an error is left out."""
-    rack_of: dict[int, str] = {}
-    unusable: list[str] = []
-    for broker in response["brokers"]:
-        rack = broker.get("rack")
-        if rack is None:
-            continue
-        if valid_rack(rack):
-            rack_of[broker["node_id"]] = rack
-        else:
-            unusable.append(rack)
-    counts: dict[str, int] = {}
-    racks: dict[TopicPartition, frozenset[str]] = {}
-    for meta in response["topics"]:
-        if meta.get("error_code", 0) != 0:
-            continue
-        topic = meta["topic"]
-        counts[topic] = len(meta["partitions"])
-        for p in meta["partitions"]:
-            named = frozenset(rack_of[n] for n in p["replicas"] if n in rack_of)
-            racks[TopicPartition(topic, p["partition"])] = named
-    return TopicMetadata(counts, racks, sorted(set(unusable)))
-
-
 class _Undecoded(NamedTuple):
     """A response as the connection received it, and the type that decodes it."""
 
@@ -82,7 +48,7 @@ class _Undecoded(NamedTuple):
 
     def read(self) -> TopicMetadata:
         with collector_paused():
-            return read_topic_metadata(self.kind.decode(self.data).to_object())
+            return read_metadata(self.kind.API_VERSION, self.data.read())
 
 
 class _LeaveUndecoded:

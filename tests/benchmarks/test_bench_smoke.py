@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 import assignors_bench as bench
 import assignors_scale
 import controller_scale
+import metadata_decode
 import pipeline_loop
 
 
@@ -109,3 +110,11 @@ def test_scale_rows_with_capacities_are_balanced_by_capacity() -> None:
     reported = [r for r in rows if "share_error" in r]
     assert {r["impl"] for r in reported} == {"assign sticky", "assign lagsticky"}
     assert all(r["balanced"] and r["share_error"] <= 0.5 for r in reported)
+
+
+def test_the_metadata_benchmark_reads_its_response_as_aiokafka_does(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["metadata_decode.py", "--partitions", "1000", "--runs", "1"])
+    metadata_decode.main()  # asserts that both read the same counts
+    assert '"partitions": 1000' in capsys.readouterr().out

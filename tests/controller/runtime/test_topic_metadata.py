@@ -5,14 +5,20 @@ for KIP-881."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
+from aiokafka.protocol import metadata as protocol
 from aiokafka.protocol.metadata import MetadataResponse_v1
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from assignors import TopicPartition
+from assignors.racks import valid_rack
 from controller.runtime import kafka_io
-from controller.runtime.kafka_io import OffsetReader, read_topic_metadata
+from controller.runtime.kafka_io import OffsetReader
 from controller.tools import embedded
+from controller.wire.metadata import MetadataDecodeError, TopicMetadata, read_metadata
 from tests.brokers import make_config
 
 TP = TopicPartition
@@ -35,8 +41,7 @@ def test_replica_racks_come_from_the_brokers_that_hold_each_partition() -> None:
         ),
         (3, "missing", False, []),  # UNKNOWN_TOPIC_OR_PARTITION
     ]
-    response = MetadataResponse_v1(brokers, 1, topics).to_object()
-    meta = read_topic_metadata(response)
+    meta = read_metadata(1, MetadataResponse_v1(brokers, 1, topics).encode())
     assert meta.counts == {"orders": 3}
     assert meta.racks == {
         TP("orders", 0): frozenset({"az-a", "az-c"}),
@@ -81,7 +86,7 @@ async def test_the_metadata_response_is_decoded_off_the_event_loop(
     decoded_in: list[threading.Thread] = []
     read = kafka_io._Undecoded.read
 
-    def spy(self: kafka_io._Undecoded) -> kafka_io.TopicMetadata:
+    def spy(self: kafka_io._Undecoded) -> TopicMetadata:
         decoded_in.append(threading.current_thread())
         return read(self)
 
@@ -99,6 +104,82 @@ async def test_the_metadata_response_is_decoded_off_the_event_loop(
 @pytest.mark.parametrize("rack", ["", "\x00"])
 def test_empty_or_control_character_racks_are_reported_not_used(rack: str) -> None:
     response = MetadataResponse_v1([(1, "h", 1, rack)], 1, [(0, "t", False, [(0, 0, 1, [1], [1])])])
-    meta = read_topic_metadata(response.to_object())
+    meta = read_metadata(1, response.encode())
     assert meta.racks == {TP("t", 0): frozenset()}
     assert meta.unusable_racks == [rack]
+
+
+def _by_aiokafka(version: int, body: bytes) -> TopicMetadata:
+    """What the controller read before it decoded the bytes itself: aiokafka's decoder,
+    then every partition's replica racks from the brokers' ``rack``."""
+    response = getattr(protocol, f"MetadataResponse_v{version}").decode(body).to_object()
+    rack_of: dict[int, str] = {}
+    unusable: set[str] = set()
+    for broker in response["brokers"]:
+        rack = broker.get("rack")
+        if rack is not None and valid_rack(rack):
+            rack_of[broker["node_id"]] = rack
+        elif rack is not None:
+            unusable.add(rack)
+    counts: dict[str, int] = {}
+    racks: dict[TopicPartition, frozenset[str]] = {}
+    for meta in response["topics"]:
+        if meta["error_code"] == 0:
+            counts[meta["topic"]] = len(meta["partitions"])
+            for p in meta["partitions"]:
+                named = frozenset(rack_of[n] for n in p["replicas"] if n in rack_of)
+                racks[TP(meta["topic"], p["partition"])] = named
+    return TopicMetadata(counts, racks, sorted(unusable))
+
+
+_nodes = st.integers(0, 6)
+_racks = st.one_of(st.none(), st.sampled_from(["az-a", "az-b", "a z", "", "zone-ü"]))
+_ints = st.lists(_nodes, max_size=4)
+
+
+@st.composite
+def _responses(draw: st.DrawFn) -> tuple[int, bytes]:
+    """A Metadata response of any version aiokafka asks for, encoded by aiokafka."""
+    version = draw(st.integers(0, 5))
+    brokers = []
+    for node in draw(st.lists(_nodes, max_size=5, unique=True)):
+        broker: tuple[Any, ...] = (node, "host", 9092)
+        brokers.append((*broker, draw(_racks)) if version >= 1 else broker)
+    topics = []
+    for name in draw(st.lists(st.sampled_from(["t", "orders", "ü-x"]), max_size=3, unique=True)):
+        partitions = []
+        for index in draw(st.lists(st.integers(0, 40), max_size=6, unique=True)):
+            part: tuple[Any, ...] = (0, index, 1, draw(_ints), draw(_ints))
+            partitions.append((*part, draw(_ints)) if version >= 5 else part)
+        error = draw(st.sampled_from([0, 0, 3]))
+        topics.append(
+            (error, name, False, partitions) if version >= 1 else (error, name, partitions)
+        )
+    head: tuple[Any, ...] = (brokers,)
+    if version >= 2:
+        head += (draw(st.one_of(st.none(), st.just("cluster"))),)
+    if version >= 1:
+        head += (1,)
+    if version >= 3:
+        head = (0, *head)
+    response = getattr(protocol, f"MetadataResponse_v{version}")(*head, topics)
+    return version, response.encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(response=_responses())
+def test_the_bytes_read_as_aiokafkas_decoder_reads_them(response: tuple[int, bytes]) -> None:
+    version, body = response
+    assert read_metadata(version, body) == _by_aiokafka(version, body)
+
+
+@settings(max_examples=200, deadline=None)
+@given(response=_responses(), cut=st.integers(1, 40))
+def test_a_truncated_response_is_an_error_not_a_wrong_reading(
+    response: tuple[int, bytes], cut: int
+) -> None:
+    version, body = response
+    with pytest.raises(MetadataDecodeError):
+        read_metadata(version, body[: max(0, len(body) - cut)])
+    with pytest.raises(MetadataDecodeError):
+        read_metadata(version, body + b"\x00")
