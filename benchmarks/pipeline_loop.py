@@ -36,7 +36,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
-from load_soak import controller_settled, fleet_settled, with_brokers
+from load_soak import until_settled, with_brokers
 from promscrape import pct, quantile, scrape
 
 from controller.tools import embedded
@@ -176,11 +176,7 @@ async def _run(
         total = per_topic * args.topics
         for i in range(0, len(names), 100):
             await asyncio.gather(*(fleet.join(n, topics) for n in names[i : i + 100]))
-            await fleet.wait_for(
-                lambda: fleet_settled(fleet, total) and controller_settled(port, GROUP),
-                timeout=1800,
-                every=0.1,
-            )
+            await until_settled(port, GROUP, fleet=fleet, total=total)
         result["fleet_settled_s"] = round(time.monotonic() - begun, 1)
         base = await asyncio.to_thread(scrape, port)
         job = subprocess.Popen(
