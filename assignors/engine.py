@@ -751,9 +751,7 @@ class IncrementalAssignor:
     def _update_lag(self, lag: Mapping[TopicPartition, int]) -> None:
         """Re-weigh the changed readings. Costs O(readings) plus, per member touched, its
         index entries; when many members are touched the indexes are rebuilt once."""
-        pids, values = self._ids.lag(lag, register=True)
-        at = np.fromiter(pids, np.int64, len(pids))
-        pids, values, at, ahead = self._ids.existing(self._ppt, pids, values, at)
+        pids, values, at, ahead = self._ids.existing(self._ppt, *self._ids.lag(lag, register=True))
         self._ahead.update(ahead)
         if not self.lag_aware:
             self._plag.swap(pids, values)
@@ -1875,9 +1873,9 @@ class _Start:
         readings: tuple[list[int], list[int]] = ([], [])
         ahead: dict[int, int] = {}
         if lag_aware:
-            pids, values = ids.lag(lag, register=False)
-            at = np.fromiter(pids, np.int64, len(pids))
-            pids, values, _, ahead = ids.existing(spec.partitions_per_topic, pids, values, at)
+            pids, values, _, ahead = ids.existing(
+                spec.partitions_per_topic, *ids.lag(lag, register=False)
+            )
             readings = (pids, values)
         elif lag:  # validated all the same: a bad lag map is a caller bug either way
             check_lag(lag)

@@ -217,13 +217,14 @@ class TopicIds:
         return pids, known
 
     def existing(
-        self, ppt: Mapping[str, int], pids: list[int], values: list[int], at: NDArray[np.int64]
+        self, ppt: Mapping[str, int], pids: list[int], values: list[int]
     ) -> tuple[list[int], list[int], NDArray[np.int64], dict[int, int]]:
-        """Readings (``pids`` and ``values``, ``at``: the pids as an array) of partitions
-        that exist, their topic's count in ``ppt`` above their number, and the others' by
+        """Readings (``pids`` and ``values``) of partitions that exist, their topic's count
+        in ``ppt`` above their number, with their pids as an array; and the others' by
         pid. Readings may name partitions a topic has yet to grow into, up to partition
         2**31 - 1: the arrays the engine keeps per partition are sized by the largest
         number they hold, so those readings wait beside them."""
+        at = np.fromiter(pids, np.int64, len(pids))
         exists = (at & PART_MASK) < self._sizes(ppt)[at >> PART_BITS]
         if exists.all():
             return pids, values, at, {}
