@@ -82,8 +82,8 @@ def _read(version: int, buf: bytes) -> TopicMetadata:
         if version >= 1:
             at += 1  # is_internal
         parts, at = _count(buf, at)
-        first = len(racks)
-        for _ in range(parts):  # the hot loop: locals only, no calls but unpacking
+        mine: dict[TopicPartition, frozenset[str]] = {}
+        for _ in range(parts):  # the hot loop: local names, few calls
             _, partition, _, replicas = head(buf, at)
             at += 14
             end = at + 4 * replicas if replicas > 0 else at
@@ -96,12 +96,10 @@ def _read(version: int, buf: bytes) -> TopicMetadata:
             if version >= 5:  # offline replicas
                 (offline,) = i32(buf, at)
                 at += 4 + 4 * offline if offline > 0 else 4
-            racks[_new_tuple(TopicPartition, (topic, partition))] = named
-        if error != 0 or topic is None:
-            for tp in list(racks)[first:]:  # rare: an erroneous topic lists no partitions
-                del racks[tp]
-            continue
-        counts[topic] = parts
+            mine[_new_tuple(TopicPartition, (topic, partition))] = named
+        if error == 0 and topic is not None:
+            counts[topic] = parts
+            racks.update(mine)
     if at != len(buf):
         raise MetadataDecodeError(f"Metadata v{version} response: {len(buf) - at} bytes left over")
     return TopicMetadata(counts, racks, sorted(set(unusable)))
