@@ -19,6 +19,21 @@ from controller.wire.records import Presence
 GRANT_BATCH = 0.5
 
 
+def _unpublishing_loop(cfg: Config, metrics: Metrics) -> GroupLoop:
+    """A loop that always leads and fails the test if it publishes."""
+
+    async def never_deposed(_shard: int | None) -> bool:
+        return True
+
+    return GroupLoop(
+        cfg,
+        metrics,
+        publisher_for=lambda _name: pytest.fail("the test's steps publish nothing"),
+        still_leader=never_deposed,
+        stopping=lambda: False,
+    )
+
+
 async def test_queued_lag_is_absorbed_step_after_step_without_the_grant_pause(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -31,17 +46,7 @@ async def test_queued_lag_is_absorbed_step_after_step_without_the_grant_pause(
     state = GroupState("g", GroupTuning(lag_batch=2), {"orders": 10})
     state.on_lag({TopicPartition("orders", p): 100 for p in range(10)}, 0.0)
     g = ManagedGroup("g", state, 1)
-
-    async def never_deposed(_shard: int | None) -> bool:
-        return True
-
-    loop = GroupLoop(
-        cfg,
-        Metrics(),
-        publisher_for=lambda _name: pytest.fail("a lag-only step published"),
-        still_leader=never_deposed,
-        stopping=lambda: False,
-    )
+    loop = _unpublishing_loop(cfg, Metrics())
     pauses: list[float] = []
     real_sleep = asyncio.sleep
 
@@ -72,17 +77,7 @@ def test_every_handed_off_partition_is_timed_when_its_new_owner_is_granted_it() 
     state = GroupState("g", GroupTuning(rebalance_delay=0.0), {"orders": 12})
     g = ManagedGroup("g", state, 1)
     metrics = Metrics()
-
-    async def never_deposed(_shard: int | None) -> bool:
-        return True
-
-    loop = GroupLoop(
-        cfg,
-        metrics,
-        publisher_for=lambda _n: pytest.fail("this test publishes nothing"),
-        still_leader=never_deposed,
-        stopping=lambda: False,
-    )
+    loop = _unpublishing_loop(cfg, metrics)
     held: dict[str, frozenset[TopicPartition]] = {}
     now = 0.0
 
