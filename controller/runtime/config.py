@@ -83,7 +83,7 @@ class KafkaSettings(_Section):
     request_timeout: PositiveDuration = 30.0
     #: How often partition counts and replica racks of the subscribed topics are read
     #: again (also at once when a member names a topic the group has not seen): like
-    #: Kafka's ``metadata.max.age.ms``. A read costs O(partitions): ~0.2 s of CPU at
+    #: Kafka's ``metadata.max.age.ms``. A read costs O(partitions): ~0.2-0.4 s of CPU at
     #: 100 000 on a slow machine (``benchmarks/metadata_decode.py``).
     metadata_interval: PositiveDuration = 30.0
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
