@@ -112,6 +112,7 @@ async def _run(
         f"logging: {{format: json, level: {args.log_level}}}\n"
     )
     log = Path(args.log_dir or work) / "daemon.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
     daemon = subprocess.Popen(
         [str(Path(sys.executable).parent / "ballast"), "run", "--config", str(config)],
         stderr=log.open("w"),
