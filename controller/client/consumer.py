@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from controller import logs
 from controller.wire.assignments import assignments_partition, log_entry
 from controller.wire.fencing import AssignmentView, Verdict
+from controller.wire.metadata_scope import track_when_idle
 from controller.wire.presence import MqttAuth, member_client
 from controller.wire.records import (
     LoggedFence,
@@ -162,6 +163,7 @@ class ManagedConsumer:
 
     async def start(self) -> None:
         await self.consumer.start()
+        track_when_idle(self.consumer, self._assignments_topic)  # until it holds something
         # aiokafka's coordinator routine asserts when assign() replaces the assignment
         # while it is still looking the group coordinator up (seen with 100 consumers
         # starting at once). Resolve the coordinator before the first assign(): later
@@ -185,6 +187,7 @@ class ManagedConsumer:
         else:
             self._producer = AIOKafkaProducer(**self._kafka, linger_ms=0)
             await self._producer.start()
+            track_when_idle(self._producer, self._assignments_topic)
             self._tasks.append(asyncio.create_task(self._heartbeat_loop()))
             await self._announce()
         self._tasks.append(asyncio.create_task(self._read_assignments()))
@@ -192,6 +195,7 @@ class ManagedConsumer:
         if self._samples_topic is not None:
             self._sample_producer = AIOKafkaProducer(**self._kafka, linger_ms=20)
             await self._sample_producer.start()
+            track_when_idle(self._sample_producer, self._assignments_topic)
             self._tasks.append(asyncio.create_task(self._sample_loop(self._samples_topic)))
 
     async def close(self, *, leave: bool = True) -> None:
@@ -206,7 +210,7 @@ class ManagedConsumer:
             if leave and self.assignment:
                 self.consumer.pause(*self.assignment)
                 await self._release(set(self.assignment))
-                self.consumer.assign([])
+                self._assign([])
                 self.assignment = frozenset()
         if leave:
             with contextlib.suppress(Exception):
@@ -311,6 +315,12 @@ class ManagedConsumer:
 
     # ------------------------------------------------------------------ assignment
 
+    def _assign(self, partitions: list[KafkaTP]) -> None:
+        """``assign()``; holding nothing, the consumer's metadata refreshes still ask
+        about one topic, not the whole cluster (``metadata_scope``)."""
+        self.consumer.assign(partitions)
+        track_when_idle(self.consumer, self._assignments_topic)
+
     async def _apply_pending(self) -> None:
         rec = self._pending
         assert rec is not None
@@ -321,7 +331,7 @@ class ManagedConsumer:
         if revoked:
             self.consumer.pause(*revoked)  # stop fetching; still assigned so commits work
             await self._release(revoked)
-        self.consumer.assign(sorted(target, key=_tp_key))
+        self._assign(sorted(target, key=_tp_key))
         # assign() resets every position to the committed offset; partitions we keep go on
         # from what was already handed out, new ones start from their commits.
         for tp in target - added:

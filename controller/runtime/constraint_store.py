@@ -14,6 +14,7 @@ from aiokafka.structs import TopicPartition as KafkaTP
 
 from controller.runtime.config import Config
 from controller.runtime.kafka_io import assigned_reader, catch_up, client_options, read_to_end
+from controller.wire.metadata_scope import track_when_idle
 from controller.wire.records import ConstraintsRecord, DecodeError, decode
 
 
@@ -77,6 +78,7 @@ class ConstraintStore:
             except BaseException:
                 await producer.stop()  # a failed start leaves its client open
                 raise
+            track_when_idle(producer, self._cfg.assignments.name)
             self._producer = producer
         topic = self._cfg.assignments.constraints_topic
         await self._producer.send_and_wait(topic, record.encode(), key=record.group.encode())

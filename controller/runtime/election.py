@@ -34,7 +34,7 @@ from aiokafka.structs import OffsetAndMetadata
 from controller import logs
 from controller.runtime import faultpoints
 from controller.runtime.config import Config
-from controller.runtime.kafka_io import TopicConfigError, client_options
+from controller.runtime.kafka_io import TopicConfigError, client_options, topic_metadata
 from controller.wire.group_protocol import group_assignor
 
 log = logs.get("ballast.election")
@@ -181,13 +181,14 @@ async def ensure_control_topic(cfg: Config) -> None:
     admin = AIOKafkaAdminClient(client_id=f"{cfg.kafka.client_id}-admin", **client_options(cfg))
     await admin.start()
     try:
-        if ha.control_topic not in await admin.list_topics():
+        found = (await topic_metadata(admin, [ha.control_topic])).counts.get(ha.control_topic)
+        if found is None:
             with contextlib.suppress(TopicAlreadyExistsError):  # another replica raced us
                 await admin.create_topics([NewTopic(ha.control_topic, ha.shards, 1)])
-        meta = await admin.describe_topics([ha.control_topic])
+            meta = await admin.describe_topics([ha.control_topic])
+            found = len(meta[0]["partitions"])
     finally:
         await admin.close()
-    found = len(meta[0]["partitions"])
     if found != ha.shards:
         raise TopicConfigError(
             f"control topic {ha.control_topic!r} has {found} partitions but ha.shards is "

@@ -29,6 +29,7 @@ from controller.runtime.packed_send import PackedSender
 from controller.wire.assignments import EPOCH_HEADER, GENERATION_HEADER, log_entry
 from controller.wire.fencing import AssignmentView
 from controller.wire.metadata import TopicMetadata, read_metadata
+from controller.wire.metadata_scope import track_when_idle
 from controller.wire.records import (
     Assignment,
     Fence,
@@ -118,8 +119,9 @@ async def ensure_compacted_topic(
     admin: AIOKafkaAdminClient, name: str, partitions: int, rf: int
 ) -> int:
     """Create ``name`` compacted if missing; refuse a non-compacted one. Returns its
-    partition count."""
-    existing = await admin.list_topics()
+    partition count. Asks about this topic alone: ``list_topics`` would fetch and decode
+    the metadata of every partition of the cluster (``metadata_scope``)."""
+    existing = (await topic_metadata(admin, [name])).counts
     if name not in existing:
         await admin.create_topics(
             [NewTopic(name, partitions, rf, topic_configs={"cleanup.policy": "compact"})]
@@ -139,8 +141,7 @@ async def ensure_compacted_topic(
             "--add-config cleanup.policy=compact), or configure another name "
             "(assignments.name, assignments.constraints_topic)"
         )
-    meta = await admin.describe_topics([name])
-    return len(meta[0]["partitions"])
+    return existing[name]
 
 
 async def read_to_end(
@@ -283,6 +284,7 @@ class AssignmentPublisher:
     async def start(self) -> None:
         try:
             await self._producer.start()
+            track_when_idle(self._producer, self._cfg.assignments.name)
         except KafkaConnectionError:
             raise
         except KafkaError as exc:
@@ -397,6 +399,8 @@ class OffsetReader:
     async def start(self) -> None:
         await self._consumer.start()
         await self._admin.start()
+        for client in (self._consumer, self._admin):  # neither assigns nor sends
+            track_when_idle(client, self._cfg.assignments.name)
 
     async def stop(self) -> None:
         await self._consumer.stop()
@@ -459,6 +463,7 @@ class SamplePublisher:
     """Writes the poller's raw offsets to the samples topic for the Spark lag job."""
 
     def __init__(self, cfg: Config, topic: str) -> None:
+        self._cfg = cfg
         self._topic = topic
         self._producer = AIOKafkaProducer(
             **client_options(cfg),
@@ -470,6 +475,7 @@ class SamplePublisher:
 
     async def start(self) -> None:
         await self._producer.start()
+        track_when_idle(self._producer, self._cfg.assignments.name)
 
     async def stop(self) -> None:
         await self._producer.stop()

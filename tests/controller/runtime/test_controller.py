@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,6 +13,9 @@ import aiomqtt
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
+from aiokafka.client import AIOKafkaClient
+from aiokafka.conn import AIOKafkaConnection
+from aiokafka.protocol.metadata import MetadataRequest
 
 from assignors import TopicPartition
 from controller.client.consumer import ManagedConsumer
@@ -517,3 +521,51 @@ async def test_a_long_poll_on_a_quiet_topic_returns_when_the_assignment_changes(
             await asyncio.gather(*polls, return_exceptions=True)
             for c in (first, second):
                 await c.close()
+
+
+async def test_no_client_asks_for_the_metadata_of_every_topic(
+    kafka: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+    names: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """aiokafka refreshes a client's metadata every ``metadata_max_age_ms`` and, for a
+    client that tracks no topic, asks about every topic of the cluster (``topics``
+    null): seconds of a blocked event loop in a large cluster (``metadata_scope``).
+    Here every client refreshes every 0.2 s, and every Metadata request sent by the
+    controller's clients and by two members (one of which holds nothing) is recorded."""
+    asked: list[tuple[str, list[str] | None]] = []
+    send = AIOKafkaConnection.send
+
+    def recording_send(self: AIOKafkaConnection, request: Any, *args: Any, **kw: Any) -> Any:
+        if isinstance(request, MetadataRequest):
+            asked.append((self._client_id, request._topics))
+        return send(self, request, *args, **kw)
+
+    init = AIOKafkaClient.__init__
+
+    def refreshing_often(self: AIOKafkaClient, *args: Any, **kw: Any) -> None:
+        init(self, *args, **{**kw, "metadata_max_age_ms": 200})
+
+    monkeypatch.setattr(AIOKafkaConnection, "send", recording_send)
+    monkeypatch.setattr(AIOKafkaClient, "__init__", refreshing_often)
+    group, one = names[0], f"{names[1]}-one"
+    await embedded.create_topics(kafka.address, {one: 1})
+    members = [
+        ManagedConsumer(group, m, [one], bootstrap_servers=kafka.address, mqtt_port=mqtt.port)
+        for m in ("a", "b")
+    ]
+    async with running(make_config(kafka, mqtt, group)):
+        try:
+            for c in members:
+                await c.start()
+            async with asyncio.timeout(30):
+                while sorted(len(c.assignment) for c in members) != [0, 1]:
+                    await asyncio.sleep(0.05)
+            await asyncio.sleep(1.0)  # five refreshes of every client
+        finally:
+            for c in members:
+                await c.close()
+    refreshes = [who for who, topics in asked if topics]
+    assert len(refreshes) > 20, asked  # the refreshes ran, and were recorded
+    assert Counter(who for who, topics in asked if topics is None) == {}
