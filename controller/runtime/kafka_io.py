@@ -26,10 +26,11 @@ from controller.core.handoff import Outgoing
 from controller.errors import InputError
 from controller.runtime.config import Config
 from controller.runtime.packed_send import PackedSender
+from controller.runtime.side_loop import SideLoop
 from controller.wire.assignments import EPOCH_HEADER, GENERATION_HEADER, log_entry
 from controller.wire.fencing import AssignmentView
 from controller.wire.metadata import TopicMetadata, read_metadata
-from controller.wire.metadata_scope import track_when_idle
+from controller.wire.metadata_scope import track_topics, track_when_idle
 from controller.wire.records import (
     Assignment,
     Fence,
@@ -380,64 +381,107 @@ def encode_plan(
 
 
 class OffsetReader:
-    """Committed offsets of the fleet's group, end/beginning offsets, partition counts."""
+    """Committed offsets of the fleet's group, end/beginning offsets, partition counts.
+
+    Its clients run on a loop of their own (``side_loop``): their answers name every
+    partition of the group, and aiokafka decodes them where it reads them."""
 
     def __init__(self, cfg: Config, commit_group: str) -> None:
         self._cfg = cfg
         self._group = commit_group
+        self._side = SideLoop(f"ballast-offsets-{commit_group}")
+        self._consumer: AIOKafkaConsumer | None = None
+        self._admin: AIOKafkaAdminClient | None = None
+        self._admin_offsets = True
+
+    async def start(self) -> None:
+        self._side.start()
+        try:
+            await self._side.run(self._start())
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        if not self._side.running:
+            return
+        try:
+            await self._side.run(self._stop())
+        finally:
+            await self._side.stop()
+
+    async def topic_metadata(self, topics: Iterable[str]) -> TopicMetadata:
+        return await self._side.run(topic_metadata(self._started()[1], topics))
+
+    async def committed(self, tps: list[KafkaTP]) -> dict[KafkaTP, int | None]:
+        return await self._side.run(self._committed(tps))
+
+    async def offsets(
+        self, partitions_per_topic: Mapping[str, int], with_start: bool
+    ) -> dict[TopicPartition, PartitionOffsets]:
+        """Committed, end and (when asked) beginning offsets of every partition."""
+        return await self._side.run(self._offsets(partitions_per_topic, with_start))
+
+    # ------------------------------------------------------------------ on the side loop
+
+    async def _start(self) -> None:
+        cfg = self._cfg
         self._consumer = AIOKafkaConsumer(
             **client_options(cfg),
             client_id=f"{cfg.kafka.client_id}-lag",
-            group_id=commit_group,  # never subscribes: it only reads the group's commits
+            group_id=self._group,  # never subscribes: it only reads the group's commits
             enable_auto_commit=False,
         )
         self._admin = AIOKafkaAdminClient(
             **client_options(cfg), client_id=f"{cfg.kafka.client_id}-admin"
         )
-        self._admin_offsets = True
-
-    async def start(self) -> None:
         await self._consumer.start()
         await self._admin.start()
         for client in (self._consumer, self._admin):  # neither assigns nor sends
-            track_when_idle(client, self._cfg.assignments.name)
+            track_when_idle(client, cfg.assignments.name)
 
-    async def stop(self) -> None:
-        await self._consumer.stop()
-        await self._admin.close()
+    async def _stop(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+        if self._admin is not None:
+            await self._admin.close()
 
-    async def topic_metadata(self, topics: Iterable[str]) -> TopicMetadata:
-        return await topic_metadata(self._admin, topics)
+    def _started(self) -> tuple[AIOKafkaConsumer, AIOKafkaAdminClient]:
+        if self._consumer is None or self._admin is None:
+            raise RuntimeError("OffsetReader used before start()")
+        return self._consumer, self._admin
 
-    async def committed(self, tps: list[KafkaTP]) -> dict[KafkaTP, int | None]:
+    async def _committed(self, tps: list[KafkaTP]) -> dict[KafkaTP, int | None]:
         """The group's committed offsets: OffsetFetch through the admin API, falling back
         to the consumer's own OffsetFetch where a broker rejects the admin request (Tansu).
 
         The fallback asks for every partition in one request through the consumer's
         coordinator, which is what ``AIOKafkaConsumer.committed`` does for one partition:
         one request per partition took 15 s for 100 000 partitions, this takes 0.9 s."""
+        consumer, admin = self._started()
         if self._admin_offsets:
             try:
-                got = await self._admin.list_consumer_group_offsets(self._group, partitions=tps)
+                got = await admin.list_consumer_group_offsets(self._group, partitions=tps)
                 return {
                     tp: (got[tp].offset if tp in got and got[tp].offset >= 0 else None)
                     for tp in tps
                 }
             except (KafkaError, OSError, TimeoutError):
                 self._admin_offsets = False
-        fetched = await self._consumer._coordinator.fetch_committed_offsets(tps)
+        fetched = await consumer._coordinator.fetch_committed_offsets(tps)
         return {tp: (fetched[tp].offset if tp in fetched else None) for tp in tps}
 
-    async def offsets(
+    async def _offsets(
         self, partitions_per_topic: Mapping[str, int], with_start: bool
     ) -> dict[TopicPartition, PartitionOffsets]:
-        """Committed, end and (when asked) beginning offsets of every partition."""
+        consumer = self._started()[0]
         tps = [KafkaTP(t, p) for t, n in sorted(partitions_per_topic.items()) for p in range(n)]
         if not tps:
             return {}
-        committed = await self.committed(tps)
-        ends = await self._consumer.end_offsets(tps)
-        begins = await self._consumer.beginning_offsets(tps) if with_start else {}
+        await track_topics(consumer, partitions_per_topic)
+        committed = await self._committed(tps)
+        ends = await consumer.end_offsets(tps)
+        begins = await consumer.beginning_offsets(tps) if with_start else {}
         return {
             TopicPartition(tp.topic, tp.partition): PartitionOffsets(
                 committed.get(tp), ends.get(tp, 0), begins.get(tp)

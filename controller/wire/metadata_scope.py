@@ -13,6 +13,8 @@ topic when they need only the brokers; aiokafka has no option for it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.client import AIOKafkaClient
@@ -32,3 +34,14 @@ def track_when_idle(
     )
     if not inner._topics:  # private: aiokafka offers no reader for it
         inner.set_topics([topic])
+
+
+async def track_topics(client: AIOKafkaConsumer, topics: Iterable[str]) -> None:
+    """Track ``topics`` too, refreshed at once in one request. A consumer asked for
+    offsets of partitions whose leaders it does not know adds their topics one at a time,
+    a refresh each: ten topics of 10 000 partitions cost 55 topics' worth of decoding
+    (11 s of CPU here) instead of ten."""
+    inner: AIOKafkaClient = client._client
+    wanted = set(topics)
+    if not wanted <= inner._topics:
+        await inner.set_topics(sorted(wanted | inner._topics))

@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 import assignors_bench as bench
 import assignors_scale
 import controller_scale
+import lag_poll
 import metadata_decode
 import pipeline_loop
 
@@ -118,3 +119,11 @@ def test_the_metadata_benchmark_reads_its_response_as_aiokafka_does(
     monkeypatch.setattr(sys, "argv", ["metadata_decode.py", "--partitions", "1000", "--runs", "1"])
     metadata_decode.main()  # asserts that both read the same counts
     assert '"partitions": 1000' in capsys.readouterr().out
+
+
+async def test_the_lag_poll_benchmark_polls_both_ways() -> None:
+    out = await lag_poll.run(partitions=200, polls=2)
+    assert out["partitions"] == 200
+    for where in ("side_loop", "caller_loop"):
+        assert out[where]["poll_cpu_s"] is not None
+        assert out[where]["longest_stall_ms"] >= 0

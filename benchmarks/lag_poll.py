@@ -1,0 +1,110 @@
+"""The lag poll at fleet scale: what one poll of every partition costs, and how long it
+holds the event loop that asked for it.
+
+Against an embedded Tansu with ``--partitions`` partitions over 10 topics, an
+``OffsetReader`` (the controller's, with its group-commit fallback) polls committed and
+end offsets of every partition ``--polls`` times, with the daemon's garbage-collector
+settings. A ticker on the caller's loop, waking every 5 ms, records how late it woke:
+the longest lateness is how long the poll held that loop (a rebalance, a presence, a
+lease renewal waits that long). Both placements in one run: the reader's clients on
+their own thread's loop (``side_loop``, what the controller does), then on the caller's
+loop (what it did before).
+
+    python benchmarks/lag_poll.py --partitions 100000 --polls 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from controller.runtime import heap
+from controller.runtime.config import Config
+from controller.runtime.kafka_io import OffsetReader, PartitionOffsets
+from controller.tools import embedded
+
+TOPICS = 10
+
+
+async def _ticker(late: list[float]) -> None:
+    while True:
+        began = time.perf_counter()
+        await asyncio.sleep(0.005)
+        late.append(time.perf_counter() - began - 0.005)
+
+
+async def _polls(
+    poll: Callable[[], Awaitable[dict[Any, PartitionOffsets]]], polls: int
+) -> dict[str, Any]:
+    first: dict[str, float] = {}
+    walls, cpus, stalls = [], [], []
+    for i in range(polls):
+        late: list[float] = []
+        ticker = asyncio.create_task(_ticker(late))
+        cpu, wall = time.process_time(), time.perf_counter()
+        got = await poll()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        ticker.cancel()
+        row = {"wall_s": wall, "cpu_s": cpu, "stall_ms": max(late, default=0.0) * 1000}
+        if i == 0:
+            first = row  # it also looks the topics' leaders up
+        else:
+            walls.append(wall)
+            cpus.append(cpu)
+            stalls.append(row["stall_ms"])
+        assert len(got) > 0
+    return {
+        "first_poll": {k: round(v, 3) for k, v in first.items()},
+        "poll_wall_s": round(statistics.median(walls), 3) if walls else None,
+        "poll_cpu_s": round(statistics.median(cpus), 3) if cpus else None,
+        "longest_stall_ms": round(max(stalls), 1) if stalls else None,
+    }
+
+
+async def run(partitions: int, polls: int) -> dict[str, Any]:
+    ppt = {f"t{i:02d}": partitions // TOPICS for i in range(TOPICS)}
+    out: dict[str, Any] = {"partitions": sum(ppt.values()), "polls": polls}
+    with tempfile.TemporaryDirectory() as work, embedded.tansu(Path(work)).start() as kafka:
+        await embedded.create_topics(kafka.address, {**ppt, "ballast.assignments": 8})
+        cfg = Config.model_validate(
+            {
+                "kafka": {"bootstrap_servers": kafka.address, "idempotent_producer": False},
+                "groups": [{"name": "bench"}],
+            }
+        )
+        reader = OffsetReader(cfg, "bench-fleet")
+        await reader.start()
+        try:
+            out["side_loop"] = await _polls(lambda: reader.offsets(ppt, False), polls)
+        finally:
+            await reader.stop()
+        # The same reader's work on the caller's loop: its private halves, as before.
+        here = OffsetReader(cfg, "bench-fleet")
+        await here._start()
+        try:
+            out["caller_loop"] = await _polls(lambda: here._offsets(ppt, False), polls)
+        finally:
+            await here._stop()
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--partitions", type=int, default=100_000)
+    p.add_argument("--polls", type=int, default=3, help="the first one is reported apart")
+    args = p.parse_args()
+    heap.configure()  # as ``ballast run`` does
+    print(json.dumps(asyncio.run(run(args.partitions, args.polls))))
+
+
+if __name__ == "__main__":
+    main()
