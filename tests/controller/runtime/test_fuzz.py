@@ -19,16 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from controller.core.group import GroupState, GroupTuning, RejectedError
+from controller.core.group import GroupState, GroupTuning, Recovered, RejectedError
 from controller.errors import InputError
 from controller.runtime.config import Config, load_config
 from controller.runtime.lag_ingest import LagIngest
 from controller.runtime.membership import KafkaHeartbeats, MqttPresence, Sink
 from controller.runtime.metrics import Metrics
+from controller.runtime.ownership import state_clock
 from controller.runtime.replica_state import ManagedGroup, ReplicaState
+from controller.wire.assignments import EPOCH_HEADER, GENERATION_HEADER, log_entry
+from controller.wire.fencing import AssignmentView
 from controller.wire.records import (
     Assignment,
     DecodeError,
@@ -295,6 +298,101 @@ async def _lag_record_ticked(value: bytes, weight: str) -> None:
     ingest.record(Msg(b"g/orders/1", value), readings)
     group.on_lag({tp: v for tp, v in readings.get("g", {}).items() if v is not None}, 0.5)
     _ticked(group)
+
+
+class LogMsg:
+    """A message of the assignments topic as aiokafka hands it over."""
+
+    topic = "ballast.assignments"
+
+    def __init__(
+        self, key: bytes, value: bytes | None, partition: int, offset: int, headers: list[Any]
+    ) -> None:
+        self.key, self.value, self.partition, self.offset = key, value, partition, offset
+        self.headers = headers
+
+
+#: Mostly in range, so that records are accepted and claim the same partitions.
+near_ints = st.one_of(st.integers(0, 5), st.integers(0, 5), wild_ints)
+logged_record = st.fixed_dictionaries(
+    {
+        "member": st.sampled_from(["m-1", "m-2", "m-3"]),
+        "topic": st.sampled_from(["orders", "orders", "gone"]),
+        "held": st.lists(near_ints, max_size=3, unique=True),
+        "revoking": st.lists(near_ints, max_size=2, unique=True),
+        "generation": near_ints,
+        "epoch": near_ints,
+        "absent_since": st.one_of(st.none(), st.none(), wild_floats),
+        "topics": st.lists(st.sampled_from(["orders", "gone"]), max_size=2, unique=True),
+        "partition": st.integers(0, 2),
+        "tombstone": st.sampled_from([False, False, False, True]),
+        "headers": st.sampled_from([[], [(GENERATION_HEADER, b"x"), (EPOCH_HEADER, b"-1")]]),
+    }
+)
+
+
+def _claim(member: str, partitions: list[int], generation: int) -> dict[str, Any]:
+    return {
+        "member": member,
+        "topic": "orders",
+        "held": partitions,
+        "revoking": [],
+        "generation": generation,
+        "epoch": 1,
+        "absent_since": None,
+        "topics": ["orders"],
+        "partition": 0,
+        "tombstone": False,
+        "headers": [],
+    }
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(log=st.lists(logged_record, max_size=6))
+@example(log=[_claim("m-1", [0, 1], 1), _claim("m-2", [1, 2], 2)])  # both hold orders-1
+def test_a_takeover_from_any_accepted_log_never_makes_a_tick_raise(
+    log: list[dict[str, Any]],
+) -> None:
+    """A new leader rebuilds each group from the assignments log, which anyone with write
+    access may have filled: records of every field at its range's edges, on partitions of
+    topics that are gone, conflicting, out of order, tombstoned. What the decoder and the
+    fencing view accept must rebuild with one owner per partition, and tick (the
+    supervisor would otherwise rebuild the failing group from the same log, over and
+    over)."""
+    TRIED["assignments log into ticks"] += 1
+    view = AssignmentView()
+    for offset, r in enumerate(log):
+        body = {
+            **GOOD[Assignment],
+            "member": r["member"],
+            "generation": r["generation"],
+            "controller_epoch": r["epoch"],
+            "partitions": sorted([r["topic"], p] for p in r["held"]),
+            "revoking": sorted([r["topic"], p] for p in r["revoking"]),
+            "topics": r["topics"],
+        }
+        if r["absent_since"] is not None:
+            body["absent_since"] = r["absent_since"]
+        value = None if r["tombstone"] else json.dumps(body).encode()
+        key = f"g/{r['member']}".encode()
+        entry = log_entry(LogMsg(key, value, r["partition"], offset, r["headers"]))
+        if entry is not None:
+            view.add(entry)
+    records = {
+        m: (view.order[("g", m)], logged.record) for m, logged in view.group_records("g").items()
+    }
+    recovered, _ = Recovered.from_records(
+        records, max(view.max_generation.get("g", 0), 0), 7, state_clock
+    )
+    held = Counter(tp for granted in recovered.granted.values() for tp in granted)
+    assert [tp for tp, n in held.items() if n > 1] == []  # conflicts resolved, one owner
+    state = GroupState("g", GroupTuning(rebalance_delay=0), {"orders": 4}, recovered, 0.0)
+    with contextlib.suppress(RejectedError):
+        state.on_presence(decode(Presence, json.dumps(GOOD[Presence]).encode(), "fuzz"), 0.0)
+    _ticked(state)
+    state.tick(1e9)  # past every grace and timeout a record could set
+    held = Counter(tp for granted in state.reconciler.granted.values() for tp in granted)
+    assert [tp for tp, n in held.items() if n > 1] == []
 
 
 yaml_text = st.one_of(
