@@ -22,6 +22,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -79,19 +80,18 @@ async def run(partitions: int, polls: int) -> dict[str, Any]:
                 "groups": [{"name": "bench"}],
             }
         )
-        reader = OffsetReader(cfg, "bench-fleet")
-        await reader.start()
-        try:
-            out["side_loop"] = await _polls(lambda: reader.offsets(ppt, False), polls)
-        finally:
-            await reader.stop()
-        # The same reader's work on the caller's loop: its private halves, as before.
-        here = OffsetReader(cfg, "bench-fleet")
-        await here._start()
-        try:
-            out["caller_loop"] = await _polls(lambda: here._offsets(ppt, False), polls)
-        finally:
-            await here._stop()
+        side, here = OffsetReader(cfg, "bench-fleet"), OffsetReader(cfg, "bench-fleet")
+        # ``here``: the same reader's work on the caller's loop (its private halves), as
+        # the controller did before.
+        for name, start, poll, stop in (
+            ("side_loop", side.start, side.offsets, side.stop),
+            ("caller_loop", here._start, here._offsets, here._stop),
+        ):
+            await start()
+            try:
+                out[name] = await _polls(partial(poll, ppt, False), polls)
+            finally:
+                await stop()
     return out
 
 

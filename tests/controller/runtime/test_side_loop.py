@@ -11,6 +11,15 @@ import pytest
 from controller.runtime.side_loop import SideLoop
 
 
+async def _sleeps_until_cancelled(started: threading.Event, cancelled: threading.Event) -> None:
+    started.set()
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        cancelled.set()
+        raise
+
+
 async def test_results_exceptions_and_cancellation_cross_over() -> None:
     side = SideLoop("test-side")
     side.start()
@@ -28,16 +37,7 @@ async def test_results_exceptions_and_cancellation_cross_over() -> None:
             await side.run(fails())
 
         started, cancelled = threading.Event(), threading.Event()
-
-        async def waits() -> None:
-            started.set()
-            try:
-                await asyncio.sleep(3600)
-            except asyncio.CancelledError:
-                cancelled.set()
-                raise
-
-        task = asyncio.create_task(side.run(waits()))
+        task = asyncio.create_task(side.run(_sleeps_until_cancelled(started, cancelled)))
         await asyncio.to_thread(started.wait)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -51,17 +51,9 @@ async def test_results_exceptions_and_cancellation_cross_over() -> None:
 async def test_stop_cancels_what_still_runs_there_and_run_then_refuses() -> None:
     side = SideLoop("test-side-stop")
     side.start()
-    cancelled = threading.Event()
-
-    async def forever() -> None:
-        try:
-            await asyncio.sleep(3600)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
-    pending = asyncio.create_task(side.run(forever()))
-    await asyncio.sleep(0.05)
+    started, cancelled = threading.Event(), threading.Event()
+    pending = asyncio.create_task(side.run(_sleeps_until_cancelled(started, cancelled)))
+    await asyncio.to_thread(started.wait)
     await side.stop()
     assert cancelled.is_set()
     with pytest.raises(asyncio.CancelledError):

@@ -74,64 +74,47 @@ async def test_a_live_cluster_gives_counts_and_no_racks_without_broker_rack(
         await reader.stop()
 
 
-async def test_the_metadata_response_is_decoded_off_the_event_loop(
+async def test_the_readers_answers_are_read_off_the_controllers_event_loop(
     kafka: embedded.BrokerProcess,
     mqtt: embedded.BrokerProcess,
     names: tuple[str, str],
     topic: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """One entry per partition: at 100 000 partitions decoding it in the event loop held
-    every group's loop for ~0.9 s. The connection hands it over undecoded, and it is
-    decoded in a worker thread."""
-    decoded_in: list[threading.Thread] = []
-    read = kafka_io._Undecoded.read
+    """Metadata, OffsetFetch and ListOffsets answers name every partition, and aiokafka
+    decodes them where it reads them: at 100 000 partitions a Metadata answer held every
+    group's loop for ~0.9 s, a lag poll's for up to 1.1 s. The reader's clients run on
+    a loop of their own thread (``side_loop``), so no answer is read on the caller's
+    thread; a Metadata answer is handed over undecoded and decoded in a worker thread;
+    the reader's thread ends with it."""
+    side = f"ballast-offsets-{names[0]}"
+    read_on: set[str] = set()
+    decoded_in: list[str] = []
+    handle, read = AIOKafkaConnection._handle_frame, kafka_io._Undecoded.read
 
-    def spy(self: kafka_io._Undecoded) -> TopicMetadata:
-        decoded_in.append(threading.current_thread())
+    def reading(self: AIOKafkaConnection, resp: bytes) -> Any:
+        read_on.add(threading.current_thread().name)
+        return handle(self, resp)
+
+    def decoding(self: kafka_io._Undecoded) -> TopicMetadata:
+        decoded_in.append(threading.current_thread().name)
         return read(self)
 
-    monkeypatch.setattr(kafka_io._Undecoded, "read", spy)
+    monkeypatch.setattr(AIOKafkaConnection, "_handle_frame", reading)
+    monkeypatch.setattr(kafka_io._Undecoded, "read", decoding)
     reader = OffsetReader(make_config(kafka, mqtt, names[0]), names[0])
     await reader.start()
     try:
         assert (await reader.topic_metadata([topic])).counts == {topic: 12}
-    finally:
-        await reader.stop()
-    assert len(decoded_in) == 1
-    assert decoded_in[0] is not threading.main_thread()
-
-
-async def test_the_lag_polls_answers_are_read_off_the_controllers_event_loop(
-    kafka: embedded.BrokerProcess,
-    mqtt: embedded.BrokerProcess,
-    names: tuple[str, str],
-    topic: str,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The poll's ListOffsets and OffsetFetch answers name every partition of the group,
-    and aiokafka decodes them where it reads them: at 100 000 partitions 2.3 s of CPU a
-    poll here, holding the controller's loop for up to 1.1 s at a time. The reader's
-    clients run on a loop of their own (``side_loop``), so no answer is read on the
-    caller's thread, and the thread ends with the reader."""
-    read_on: set[str] = set()
-    handle = AIOKafkaConnection._handle_frame
-
-    def spy(self: AIOKafkaConnection, resp: bytes) -> Any:
-        read_on.add(threading.current_thread().name)
-        return handle(self, resp)
-
-    monkeypatch.setattr(AIOKafkaConnection, "_handle_frame", spy)
-    reader = OffsetReader(make_config(kafka, mqtt, names[0]), names[0])
-    await reader.start()
-    try:
         offsets = await reader.offsets({topic: 12}, with_start=True)
         assert sorted(offsets) == [TP(topic, p) for p in range(12)]
         assert {(o.committed, o.log_end, o.log_start) for o in offsets.values()} == {(None, 0, 0)}
     finally:
         await reader.stop()
-    assert read_on == {f"ballast-offsets-{names[0]}"}
-    assert f"ballast-offsets-{names[0]}" not in {t.name for t in threading.enumerate()}
+    assert read_on == {side}
+    assert len(decoded_in) == 1
+    assert decoded_in[0] not in (side, threading.main_thread().name)
+    assert side not in {t.name for t in threading.enumerate()}
 
 
 @pytest.mark.parametrize("rack", ["", "\x00"])
