@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from controller import logs
 from controller.wire.assignments import assignments_partition, log_entry
 from controller.wire.fencing import AssignmentView, Verdict
+from controller.wire.metadata import topic_metadata
 from controller.wire.metadata_scope import track_when_idle
 from controller.wire.presence import MqttAuth, member_client
 from controller.wire.records import (
@@ -163,7 +164,6 @@ class ManagedConsumer:
 
     async def start(self) -> None:
         await self.consumer.start()
-        track_when_idle(self.consumer, self._assignments_topic)  # until it holds something
         # aiokafka's coordinator routine asserts when assign() replaces the assignment
         # while it is still looking the group coordinator up (seen with 100 consumers
         # starting at once). Resolve the coordinator before the first assign(): later
@@ -173,6 +173,8 @@ class ManagedConsumer:
             await coordinator.ensure_coordinator_known()
         await self._reader.start()
         partition = await self._own_partition()
+        # Only now that the topic is known to exist: a refresh may create what it names.
+        track_when_idle(self.consumer, self._assignments_topic)  # until it holds something
         tp = KafkaTP(self._assignments_topic, partition)
         self._reader.assign([tp])
         await self._reader.seek_to_beginning(tp)
@@ -361,14 +363,18 @@ class ManagedConsumer:
             await self.consumer.commit(offsets)
 
     async def _own_partition(self) -> int:
+        """Our key's partition of the assignments topic, once the topic exists. Asked
+        about by name without creating it (``topic_metadata``): on Kafka a client's
+        bootstrap learns no topic, and ``topics()`` would read the whole cluster's
+        metadata without keeping it."""
+        topic = self._assignments_topic
         deadline = time.monotonic() + 30
         while True:
-            parts = self._reader.partitions_for_topic(self._assignments_topic)
-            if parts:
-                return assignments_partition(self._key, len(parts))
+            count = (await topic_metadata(self._reader, [topic])).counts.get(topic)
+            if count:
+                return assignments_partition(self._key, count)
             if time.monotonic() > deadline:
-                raise TimeoutError(f"assignments topic {self._assignments_topic!r} not found")
-            await self._reader.topics()
+                raise TimeoutError(f"assignments topic {topic!r} not found")
             await asyncio.sleep(0.2)
 
     async def _read_until_current(self, tp: KafkaTP) -> None:

@@ -34,8 +34,9 @@ from aiokafka.structs import OffsetAndMetadata
 from controller import logs
 from controller.runtime import faultpoints
 from controller.runtime.config import Config
-from controller.runtime.kafka_io import TopicConfigError, client_options, topic_metadata
+from controller.runtime.kafka_io import TopicConfigError, client_options
 from controller.wire.group_protocol import group_assignor
+from controller.wire.metadata import topic_metadata
 
 log = logs.get("ballast.election")
 

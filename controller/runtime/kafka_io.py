@@ -18,10 +18,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaConnectionError, KafkaError
 from aiokafka.helpers import create_ssl_context
-from aiokafka.protocol.metadata import MetadataRequest
 
 from assignors import TopicPartition
-from assignors.collector import paused as collector_paused
 from controller.core.handoff import Outgoing
 from controller.errors import InputError
 from controller.runtime.config import Config
@@ -29,7 +27,7 @@ from controller.runtime.packed_send import PackedSender
 from controller.runtime.side_loop import SideLoop
 from controller.wire.assignments import EPOCH_HEADER, GENERATION_HEADER, log_entry
 from controller.wire.fencing import AssignmentView
-from controller.wire.metadata import TopicMetadata, read_metadata
+from controller.wire.metadata import TopicMetadata, topic_metadata
 from controller.wire.metadata_scope import track_topics, track_when_idle
 from controller.wire.records import (
     Assignment,
@@ -40,52 +38,6 @@ from controller.wire.records import (
     fence_key,
     partition_key,
 )
-
-
-class _Undecoded(NamedTuple):
-    """A response as the connection received it, and the type that decodes it."""
-
-    kind: Any
-    data: Any
-
-    def read(self) -> TopicMetadata:
-        with collector_paused():
-            return read_metadata(self.kind.API_VERSION, self.data.read())
-
-
-class _LeaveUndecoded:
-    """Stands in for a response type: the connection's ``decode`` keeps the bytes."""
-
-    def __init__(self, kind: Any) -> None:
-        self.kind = kind
-
-    def decode(self, data: Any) -> _Undecoded:
-        return _Undecoded(self.kind, data)
-
-
-class _MetadataRequestDecodedByCaller(MetadataRequest):  # type: ignore[misc]
-    """The connection decodes a response in the event loop; for 100 000 partitions
-    that held the loop for ~0.9 s (every due rebalance waited). This request's response
-    reaches the caller undecoded, to be decoded in a thread."""
-
-    def build(self, request_struct_class: Any) -> Any:
-        struct = super().build(request_struct_class)
-        struct.RESPONSE_TYPE = _LeaveUndecoded(request_struct_class.RESPONSE_TYPE)
-        return struct
-
-
-async def topic_metadata(admin: AIOKafkaAdminClient, topics: Iterable[str]) -> TopicMetadata:
-    """Partition counts and replica racks, from one Metadata request. The admin client's
-    public calls split brokers (``describe_cluster``, which asks about every topic of the
-    cluster) from topics, and let the broker create a topic a member merely named; this
-    request asks only about ours and creates nothing. The response, one entry per
-    partition, is decoded and read in a worker thread: the event loop keeps running."""
-    wanted = sorted(set(topics))
-    if not wanted:
-        return TopicMetadata({}, {}, [])
-    request = _MetadataRequestDecodedByCaller(wanted, allow_auto_topic_creation=False)
-    response: _Undecoded = await admin._send_request(request)
-    return await asyncio.to_thread(response.read)
 
 
 def client_options(cfg: Config) -> dict[str, Any]:
@@ -198,11 +150,10 @@ async def assigned_reader(
     except BaseException:
         await consumer.stop()  # a failed start leaves its client open
         raise
-    partitions = consumer.partitions_for_topic(topic)
-    if partitions is None:
-        await consumer.topics()
-        partitions = consumer.partitions_for_topic(topic) or set()
-    return consumer, [KafkaTP(topic, p) for p in sorted(partitions)]
+    # Not ``partitions_for_topic``: on Kafka the client's bootstrap learns no topic, and
+    # ``topics()`` asks about all of them without keeping the answer.
+    count = (await topic_metadata(consumer, [topic])).counts.get(topic, 0)
+    return consumer, [KafkaTP(topic, p) for p in range(count)]
 
 
 async def read_assignment_log(
@@ -412,9 +363,6 @@ class OffsetReader:
 
     async def topic_metadata(self, topics: Iterable[str]) -> TopicMetadata:
         return await self._side.run(topic_metadata(self._started()[1], topics))
-
-    async def committed(self, tps: list[KafkaTP]) -> dict[KafkaTP, int | None]:
-        return await self._side.run(self._committed(tps))
 
     async def offsets(
         self, partitions_per_topic: Mapping[str, int], with_start: bool

@@ -149,8 +149,9 @@ async def run_audit(
     """Read the whole assignments log and audit each group in it (or only ``groups``)."""
     from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415 - I/O kept out of the pure part
 
-    from controller.runtime.kafka_io import read_assignment_log, topic_metadata  # noqa: PLC0415
+    from controller.runtime.kafka_io import read_assignment_log  # noqa: PLC0415
     from controller.runtime.startup import NOT_REACHABLE, reason  # noqa: PLC0415
+    from controller.wire.metadata import topic_metadata  # noqa: PLC0415
 
     try:
         with logs.quiet("aiokafka"):

@@ -20,6 +20,7 @@ from aiokafka import TopicPartition as KafkaTP
 from assignors import TopicPartition
 from controller.wire.assignments import log_entry
 from controller.wire.fencing import AssignmentView, Verdict
+from controller.wire.metadata import topic_metadata
 from controller.wire.presence import member_client
 from controller.wire.records import Assignment, LoggedFence, Presence, presence_topic
 
@@ -77,13 +78,13 @@ class Fleet:
         )
         await self._consumer.start()
         deadline = time.monotonic() + 30
-        while not self._consumer.partitions_for_topic(self.topic):
+        while not (
+            count := (await topic_metadata(self._consumer, [self.topic])).counts.get(self.topic)
+        ):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"topic {self.topic} never appeared")
-            await self._consumer.topics()
             await asyncio.sleep(0.1)
-        parts = self._consumer.partitions_for_topic(self.topic) or set()
-        tps = [KafkaTP(self.topic, p) for p in sorted(parts)]
+        tps = [KafkaTP(self.topic, p) for p in range(count)]
         self._consumer.assign(tps)
         await self._consumer.seek_to_beginning(*tps)
         self._reader = asyncio.create_task(self._read())

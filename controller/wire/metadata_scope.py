@@ -14,24 +14,33 @@ topic when they need only the brokers; aiokafka has no option for it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypeAlias
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.client import AIOKafkaClient
 
+#: The clients Ballast builds; each wraps one ``AIOKafkaClient``.
+Client: TypeAlias = AIOKafkaConsumer | AIOKafkaProducer | AIOKafkaAdminClient
 
-def track_when_idle(
-    client: AIOKafkaConsumer | AIOKafkaProducer | AIOKafkaAdminClient, topic: str
-) -> None:
+
+def inner_client(client: Client) -> AIOKafkaClient:
+    """The connection pool and cluster metadata a consumer, producer or admin client wraps
+    (the producer names it ``client``, the others ``_client``)."""
+    inner: AIOKafkaClient = (
+        client.client if isinstance(client, AIOKafkaProducer) else client._client
+    )
+    return inner
+
+
+def track_when_idle(client: Client, topic: str) -> None:
     """Have ``client``'s refreshes ask about ``topic`` while it tracks no other.
 
     ``topic`` must exist: Metadata requests from aiokafka allow the broker to create the
     topics they name. Call it after ``start()`` and after an ``assign()`` that may have
     left the consumer with nothing: ``assign([])`` itself asks for a refresh, which runs
     at the loop's next turn and so reads the topic set here."""
-    inner: AIOKafkaClient = (
-        client.client if isinstance(client, AIOKafkaProducer) else client._client
-    )
+    inner = inner_client(client)
     if not inner._topics:  # private: aiokafka offers no reader for it
         inner.set_topics([topic])
 
@@ -41,7 +50,7 @@ async def track_topics(client: AIOKafkaConsumer, topics: Iterable[str]) -> None:
     offsets of partitions whose leaders it does not know adds their topics one at a time,
     a refresh each: ten topics of 10 000 partitions cost 55 topics' worth of decoding
     (11 s of CPU here) instead of ten."""
-    inner: AIOKafkaClient = client._client
+    inner = inner_client(client)
     wanted = set(topics)
     if not wanted <= inner._topics:
         await inner.set_topics(sorted(wanted | inner._topics))

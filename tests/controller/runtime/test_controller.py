@@ -13,19 +13,23 @@ import aiomqtt
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.client import AIOKafkaClient
 from aiokafka.conn import AIOKafkaConnection
 from aiokafka.protocol.metadata import MetadataRequest
 
 from assignors import TopicPartition
 from controller.client.consumer import ManagedConsumer
+from controller.runtime import kafka_io
 from controller.runtime.config import Config
 from controller.runtime.daemon import Controller
 from controller.runtime.group_view import group_view
 from controller.tools import embedded
 from controller.tools.simfleet import Fleet
+from controller.wire.metadata import topic_metadata
 from controller.wire.records import Presence
 from tests.brokers import make_config
+from tests.kafka_bootstrap import kafka_bootstrap
 
 pytestmark = pytest.mark.integration
 
@@ -569,3 +573,68 @@ async def test_no_client_asks_for_the_metadata_of_every_topic(
     refreshes = [who for who, topics in asked if topics]
     assert len(refreshes) > 20, asked  # the refreshes ran, and were recorded
     assert Counter(who for who, topics in asked if topics is None) == {}
+
+
+async def test_a_member_started_before_the_assignments_topic_exists_does_not_create_it(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str]
+) -> None:
+    """Brokers create a topic a Metadata request names (``auto.create.topics.enable``,
+    Tansu always), and one created so is not compacted: the controller would then refuse
+    it. A member waits for the topic without naming it in such a request."""
+    group, assignments = names[0], f"{names[1]}-assignments"
+    member = ManagedConsumer(
+        group,
+        "early",
+        [names[1]],
+        bootstrap_servers=kafka.address,
+        mqtt_port=mqtt.port,
+        assignments_topic=assignments,
+    )
+    starting = asyncio.create_task(member.start())
+    try:
+        await asyncio.sleep(1.0)  # its start-up looks for the topic meanwhile
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
+        await admin.start()
+        try:
+            assert (await topic_metadata(admin, [assignments])).counts == {}
+            await kafka_io.ensure_compacted_topic(admin, assignments, 3, 1)
+        finally:
+            await admin.close()
+        await asyncio.wait_for(starting, 30)
+    finally:
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        await member.close()
+
+
+async def test_the_controller_and_a_member_work_when_a_bootstrap_learns_no_topic(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str], topic: str
+) -> None:
+    """On Kafka a client's bootstrap learns no topic (an empty Metadata topic list asks
+    about none; Tansu answers it with all of them). Everything that looks a topic up
+    right after starting must ask for it: the controller reading its topics at start-up
+    (recovery), a member finding its partition of the assignments topic."""
+    group = names[0]
+    async with kafka_bootstrap(kafka.port) as proxy:
+        cfg = make_config(kafka, mqtt, group)
+        cfg = cfg.model_copy(
+            update={"kafka": cfg.kafka.model_copy(update={"bootstrap_servers": proxy.address})}
+        )
+        async with running(cfg) as ctl:
+            member = ManagedConsumer(
+                group, "a", [topic], bootstrap_servers=proxy.address, mqtt_port=mqtt.port
+            )
+            await member.start()
+            try:
+                async with asyncio.timeout(30):
+                    while len(member.assignment) != 12:
+                        await asyncio.sleep(0.05)
+            finally:
+                await member.close(leave=False)
+            generation = ctl.groups[group].state.reconciler.generation
+        async with running(cfg) as again:
+            recovered = again.groups[group]
+            assert recovered.epoch == 2  # it read the fence of the first run
+            assert recovered.state.reconciler.generation == generation
+            assert recovered.state.reconciler.granted == {"a": all_of(topic)}
+    assert proxy.rewritten > 0  # bootstraps went through it
