@@ -3,6 +3,7 @@ at the end. Tests isolate themselves with unique group and topic names."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 
 from controller.runtime.config import Config
 from controller.tools import embedded
+from tests.kafka_bootstrap import kafka_bootstrap_thread
 
 _counter = itertools.count()
 
@@ -26,8 +28,14 @@ def broker_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def kafka(broker_dir: Path) -> Iterator[embedded.BrokerProcess]:
+    """Tansu; with ``BALLAST_TEST_KAFKA_BOOTSTRAP=1``, behind ``kafka_bootstrap``'s proxy, so
+    that every client's bootstrap learns no topic, as on Apache Kafka."""
     with embedded.tansu(broker_dir).start() as proc:
-        yield proc
+        if os.environ.get("BALLAST_TEST_KAFKA_BOOTSTRAP") != "1":
+            yield proc
+            return
+        with kafka_bootstrap_thread(proc.port) as port:
+            yield dataclasses.replace(proc, port=port)
 
 
 @pytest.fixture(scope="session")

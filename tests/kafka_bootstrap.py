@@ -12,10 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from controller.runtime.side_loop import SideLoop
 
 METADATA = 3
+T = TypeVar("T")
 
 
 @dataclass
@@ -88,3 +92,21 @@ async def kafka_bootstrap(upstream_port: int) -> AsyncIterator[KafkaBootstrap]:
     finally:
         server.close()
         await server.wait_closed()
+
+
+@contextlib.contextmanager
+def kafka_bootstrap_thread(upstream_port: int) -> Iterator[int]:
+    """The proxy on a thread of its own, for a whole test session; yields its port."""
+    side = SideLoop("kafka-bootstrap-proxy")
+    side.start()
+    entered = kafka_bootstrap(upstream_port)
+    try:
+        proxy = asyncio.run(_on(side, entered.__aenter__()))
+        yield proxy.port
+    finally:
+        asyncio.run(_on(side, entered.__aexit__(None, None, None)))
+        asyncio.run(side.stop())
+
+
+async def _on(side: SideLoop, coro: Coroutine[Any, Any, T]) -> T:
+    return await side.run(coro)
