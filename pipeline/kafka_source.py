@@ -46,6 +46,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from controller.runtime.packed_send import PackedSender
+from controller.wire.metadata_scope import track_when_idle
 
 NAME = "ballast_kafka"
 #: The native connector's row schema (without the optional headers column).
@@ -201,6 +202,8 @@ async def _admin(opts: KafkaOptions) -> AIOKafkaAdminClient:
             **{k: v for k, v in opts.consumer_config().items() if k in keep}
         )
         await admin.start()
+        if opts.topics:  # it names them at once (describe_topics): they exist by now
+            track_when_idle(admin, opts.topics[0])
         _admins[opts.client] = admin
     return _admins[opts.client]
 
@@ -276,6 +279,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 reported[tp] = c.highwater(tp) or 0
             pending = [tp for tp in pending if tp not in reported]
         c.assign([])
+        track_when_idle(c, tps[0].topic)
         out: Offsets = {}
         for tp in tps:
             out.setdefault(tp.topic, {})[str(tp.partition)] = max(listed[tp], reported.get(tp, 0))
@@ -388,6 +392,7 @@ async def read_range(opts: KafkaOptions, r: OffsetRange) -> list[pa.RecordBatch]
                 )
     finally:
         c.assign([])
+        track_when_idle(c, r.topic)
     return out
 
 
