@@ -12,14 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
 
 from controller.runtime.side_loop import SideLoop
 
 METADATA = 3
-T = TypeVar("T")
 
 
 @dataclass
@@ -101,12 +99,8 @@ def kafka_bootstrap_thread(upstream_port: int) -> Iterator[int]:
     side.start()
     entered = kafka_bootstrap(upstream_port)
     try:
-        proxy = asyncio.run(_on(side, entered.__aenter__()))
+        proxy = asyncio.run(side.run(entered.__aenter__()))
         yield proxy.port
     finally:
-        asyncio.run(_on(side, entered.__aexit__(None, None, None)))
+        asyncio.run(side.run(entered.__aexit__(None, None, None)))
         asyncio.run(side.stop())
-
-
-async def _on(side: SideLoop, coro: Coroutine[Any, Any, T]) -> T:
-    return await side.run(coro)
