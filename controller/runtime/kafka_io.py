@@ -385,8 +385,12 @@ class OffsetReader:
         )
         await self._consumer.start()
         await self._admin.start()
-        for client in (self._consumer, self._admin):  # neither assigns nor sends
-            track_when_idle(client, cfg.assignments.name)
+        # Only a topic that exists: a refresh may create what it names, and a reader
+        # started outside the daemon (which creates the topic first) must not.
+        mine = cfg.assignments.name
+        if mine in (await topic_metadata(self._admin, [mine])).counts:
+            for client in (self._consumer, self._admin):  # neither assigns nor sends
+                track_when_idle(client, mine)
 
     async def _stop(self) -> None:
         if self._consumer is not None:
