@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import signal
@@ -27,6 +26,7 @@ from controller.runtime import heap
 from controller.runtime.config import Config, load_config
 from controller.runtime.daemon import Controller
 from controller.runtime.http import bound_port, serve
+from controller.tasks import cancel_and_wait
 from controller.tools import demo, dev, operator
 from controller.tools.audit import run_audit
 from controller.tools.scenario import load_current, load_scenario
@@ -147,9 +147,7 @@ async def run_daemon(cfg: Config, record: Path | None = None) -> int:
             await asyncio.wait({stopping, failing}, return_when=asyncio.FIRST_COMPLETED)
             failing.cancel()
         else:
-            starting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await starting
+            await cancel_and_wait(starting)
         stopping.cancel()
         log.info("shutting_down")
     except BallastError as exc:  # a broker never answered, a topic is unusable

@@ -34,6 +34,7 @@ from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
 from controller import logs
+from controller.tasks import cancel_and_wait
 from controller.wire.assignments import assignments_partition, log_entry
 from controller.wire.fencing import AssignmentView, Verdict
 from controller.wire.metadata import topic_metadata
@@ -185,7 +186,8 @@ class ManagedConsumer:
         if self._presence_kind == "mqtt":
             connected = asyncio.Event()
             self._mqtt_task = asyncio.create_task(self._mqtt_loop(connected))
-            await asyncio.wait_for(connected.wait(), timeout=30)
+            async with asyncio.timeout(30):
+                await connected.wait()
         else:
             self._producer = AIOKafkaProducer(**self._kafka, linger_ms=0)
             await self._producer.start()
@@ -207,7 +209,7 @@ class ManagedConsumer:
         if self._closed:
             return
         self._closed = True
-        await _cancel(self._tasks)
+        await cancel_and_wait(*self._tasks)
         async with self._lock:
             if leave and self.assignment:
                 self.consumer.pause(*self.assignment)
@@ -223,7 +225,7 @@ class ManagedConsumer:
                 # the "leaving" message above came first.
                 await self._mqtt_client.publish(self._presence_topic, b"", qos=1, retain=True)
         if self._mqtt_task is not None:
-            await _cancel([self._mqtt_task])  # a clean DISCONNECT: the Will is not sent
+            await cancel_and_wait(self._mqtt_task)  # a clean DISCONNECT: the Will is not sent
         if self._producer is not None:
             if leave:
                 with contextlib.suppress(Exception):
@@ -244,7 +246,7 @@ class ManagedConsumer:
         if isinstance(sock, socket.socket):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-        await _cancel([*self._tasks, *([self._mqtt_task] if self._mqtt_task else [])])
+        await cancel_and_wait(*self._tasks, self._mqtt_task)
         for producer in (self._producer, self._sample_producer):
             if producer is not None:
                 await producer.stop()
@@ -280,7 +282,8 @@ class ManagedConsumer:
                 return batch
         # Nothing assigned: wait for a change instead of spinning.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout_ms / 1000)
+            async with asyncio.timeout(timeout_ms / 1000):
+                await self._changed.wait()
         return {}
 
     async def _fetch_until_changed(
@@ -531,14 +534,6 @@ class ManagedConsumer:
         while True:
             await asyncio.sleep(self._heartbeat_interval)
             await self._announce()
-
-
-async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
-    for task in tasks:
-        task.cancel()
-    for task in tasks:
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
 
 
 def _tp_key(tp: KafkaTP) -> tuple[str, int]:

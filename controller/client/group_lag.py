@@ -11,7 +11,6 @@ the assignor reads the latest measurement: at a rebalance it is at most that old
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Literal
 
 from aiokafka import AIOKafkaConsumer
@@ -19,6 +18,7 @@ from aiokafka.errors import KafkaError
 
 from assignors import TopicPartition
 from controller import logs
+from controller.tasks import cancel_and_wait
 
 log = logs.get("ballast.group_lag")
 
@@ -40,10 +40,7 @@ class GroupLag:
         self._task = asyncio.create_task(self._run(consumer))
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)
 
     async def refresh(self, consumer: AIOKafkaConsumer) -> None:
         owned = sorted(consumer.assignment())

@@ -187,7 +187,8 @@ class Controller:
             # Leave the election first: another replica takes over without waiting for
             # this one's session to time out. Revocation stops the group loops.
             try:
-                await asyncio.wait_for(self.ownership.election.stop(), 10)
+                async with asyncio.timeout(10):
+                    await self.ownership.election.stop()
             except Exception as exc:
                 log.warning("election_did_not_stop", error=repr(exc))
         deadline = time.monotonic() + 10
@@ -215,7 +216,8 @@ class Controller:
             clients.append(self._samples)
         for closing in (c.stop() for c in clients):
             try:
-                await asyncio.wait_for(closing, timeout=5)
+                async with asyncio.timeout(5):
+                    await closing
             except Exception as exc:  # includes TimeoutError
                 log.warning("client_did_not_stop", error=repr(exc))
         if self._recorder is not None:

@@ -147,7 +147,8 @@ class ShardElection:
         """Still the leader of ``shard``, as the coordinator sees it right now (during a
         control-group rebalance: once it is over, or False after a session timeout)."""
         try:
-            await asyncio.wait_for(self.settled.wait(), self._cfg.ha.session_timeout)
+            async with asyncio.timeout(self._cfg.ha.session_timeout):
+                await self.settled.wait()
         except TimeoutError:
             return False
         epoch = self.epochs.get(shard)

@@ -43,7 +43,8 @@ class GroupLoop:
             wake = g.state.next_wakeup()
             timeout = None if wake is None else max(0.0, wake - time.monotonic())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(g.wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await g.wake.wait()
             g.wake.clear()
             # Acks that arrive together are granted together: one publication per
             # ``grant_batch`` during a wave of acks, not one per ack. A step that

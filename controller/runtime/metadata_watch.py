@@ -19,7 +19,8 @@ async def watch_metadata(cfg: Config, state: ReplicaState) -> None:
     demand (``metadata_wake``) and every ``kafka.metadata_interval``."""
     while True:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(state.metadata_wake.wait(), cfg.kafka.metadata_interval)
+            async with asyncio.timeout(cfg.kafka.metadata_interval):
+                await state.metadata_wake.wait()
         state.metadata_wake.clear()
         for g in list(state.groups.values()):
             topics = subscribed(g.state.engine.members) | {

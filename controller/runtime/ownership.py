@@ -23,6 +23,7 @@ from controller.runtime.kafka_io import AssignmentLog, AssignmentPublisher, Offs
 from controller.runtime.metrics import Metrics
 from controller.runtime.replica_state import ManagedGroup, ReplicaState
 from controller.runtime.trace import TraceRecorder
+from controller.tasks import cancel_and_wait
 from controller.wire.fencing import AssignmentView
 from controller.wire.records import ConstraintsRecord
 
@@ -109,7 +110,8 @@ class Ownership:
             publisher = self.shard_publishers.pop(shard, None)
             if publisher is not None:
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(publisher.stop(), 5)
+                    async with asyncio.timeout(5):
+                        await publisher.stop()
 
     def publisher_for(self, group: str) -> AssignmentPublisher:
         if not self.shard_publishers:
@@ -273,7 +275,8 @@ class Ownership:
             try:
                 # Whatever the failed loop handed the producer lands before we read.
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(self.publisher_for(name).flush(), 10)
+                    async with asyncio.timeout(10):
+                        await self.publisher_for(name).flush()
                 epoch = self._state.groups[name].epoch
                 view, stored = await asyncio.gather(
                     self._log.catch_up(), self._constraints.catch_up()
@@ -291,14 +294,12 @@ class Ownership:
         for name in names:
             group = self._state.groups.pop(name, None)
             task = self.group_tasks.pop(name, None)
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await cancel_and_wait(task)
             reader = self._state.readers.pop(name, None)
             if reader is not None:
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(reader.stop(), 5)
+                    async with asyncio.timeout(5):
+                        await reader.stop()
             self.metrics.leader.labels(name).set(0)
             if group is not None:
                 log.info("group_released", group=name, epoch=group.epoch, replica=self.replica)

@@ -83,7 +83,8 @@ async def wait_connected(
 ) -> None:
     """For a client that reconnects by itself (and logs each attempt): wait for it."""
     try:
-        await asyncio.wait_for(connected.wait(), timeout=max(timeout, 0.001))
+        async with asyncio.timeout(max(timeout, 0.001)):
+            await connected.wait()
     except TimeoutError:
         raise UnreachableError(
             f"cannot reach {what} at {address} within {timeout:g}s; {hint}"

@@ -33,6 +33,7 @@ from controller.client import ManagedConsumer
 from controller.runtime.config import Config
 from controller.runtime.daemon import Controller
 from controller.runtime.http import bound_port, serve
+from controller.tasks import cancel_and_wait
 from controller.tools import embedded
 
 GROUP = "demo-fleet"
@@ -325,10 +326,7 @@ async def run_demo(
                 strategy, last.max_lag, last.skew, last.moved, last.moved_for_lag, peak
             )
         finally:
-            if load is not None:
-                load.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await load
+            await cancel_and_wait(load)
             await fleet.stop()
             await ends.stop()
             await ctl.stop()

@@ -18,6 +18,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTP
 
 from assignors import TopicPartition
+from controller.tasks import cancel_and_wait
 from controller.wire.assignments import log_entry
 from controller.wire.fencing import AssignmentView, Verdict
 from controller.wire.metadata import topic_metadata
@@ -91,11 +92,7 @@ class Fleet:
 
     async def stop(self) -> None:
         """Every member stops as a restarting client does: presence cleared, no leave."""
-        for task in [self._reader, *self._acks]:  # first: no ack may follow the clearing
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        await cancel_and_wait(self._reader, *self._acks)  # first: no ack may follow the clearing
         for m in list(self.members.values()):
             with contextlib.suppress(Exception):
                 await m.client.publish(self.presence_topic(m.name), b"", qos=1, retain=True)

@@ -30,6 +30,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from controller.runtime.faultpoints import ENV as FAULT_ENV
+from controller.tasks import cancel_and_wait
 from controller.tools import embedded
 from controller.tools.audit import run_audit
 from controller.tools.chaos import checker
@@ -102,10 +103,7 @@ class Run:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._producing is not None:
-            self._producing.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._producing
+        await cancel_and_wait(self._producing)
         for name, proc in self.procs.items():
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -228,11 +226,8 @@ logging: {{format: json}}
         self._producing = asyncio.create_task(produce())
 
     async def stop_producing(self) -> None:
-        if self._producing is not None:
-            self._producing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._producing
-            self._producing = None
+        await cancel_and_wait(self._producing)
+        self._producing = None
 
     # ------------------------------------------------------------------ faults
 

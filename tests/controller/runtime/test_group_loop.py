@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 
 import pytest
 
@@ -61,7 +62,8 @@ async def test_queued_lag_is_absorbed_step_after_step_without_the_grant_pause(
     monkeypatch.setattr(asyncio, "sleep", recorded_sleep)  # the loop's pauses
     task = asyncio.create_task(loop.run(g))
     try:
-        await asyncio.wait_for(drained(), 60)  # liveness only: the loop must drain
+        async with asyncio.timeout(60):  # liveness only: the loop must drain
+            await drained()
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -121,3 +123,25 @@ def test_every_handed_off_partition_is_timed_when_its_new_owner_is_granted_it() 
     assert count == 6  # each of the six partitions b took, once
     assert not g.revoked_at  # nothing left waiting for a grant
     assert metrics.handoff.labels("g")._sum.get() > 0
+
+
+async def test_a_loop_cancelled_as_it_is_woken_stops() -> None:
+    """``Controller.stop`` and a lost lease cancel the group's task; a presence may wake it
+    in the same turn of the event loop. On Python 3.11 ``asyncio.wait_for`` returns the
+    waited result then and drops the cancellation (cpython gh-86296): the task went on
+    publishing after the controller had stopped, and ``release`` would wait for it forever."""
+    cfg = Config.model_validate({"groups": [{"name": "g"}]})
+    state = GroupState("g", GroupTuning(rebalance_delay=3600.0), {"orders": 10})
+    joined = Presence(group="g", member="a", topics=["orders"], instance="a", generation=-1)
+    state.on_presence(joined, time.monotonic())
+    assert state.next_wakeup() is not None  # it waits with a deadline, as it mostly does
+    g = ManagedGroup("g", state, 1)
+    task = asyncio.create_task(_unpublishing_loop(cfg, Metrics()).run(g))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not task.done()
+    g.wake.set()  # the wake and the cancellation in the same turn
+    task.cancel()
+    done, _ = await asyncio.wait([task], timeout=5)
+    assert task in done, "the loop went on after it was cancelled"
+    assert task.cancelled()
