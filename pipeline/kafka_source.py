@@ -19,6 +19,8 @@ event loop per Python worker process, which Spark reuses across tasks.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import inspect
 import json
 import time
@@ -173,7 +175,31 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
     global _loop  # noqa: PLW0603 (per-process, by design)
     if _loop is None:
         _loop = asyncio.new_event_loop()
+        atexit.register(_close_clients, _loop)
     return _loop.run_until_complete(coro)
+
+
+def _close_clients(loop: asyncio.AbstractEventLoop) -> None:
+    """At the process's exit (a driver, a test run; Spark may end its workers without
+    running this): close the cached clients, so their connections end cleanly instead of
+    being dropped when aiokafka warns about them at collection."""
+
+    async def close() -> None:
+        closing = [
+            *(c.stop() for c in _consumers.values()),
+            *(p.stop() for p in _producers.values()),
+            *(a.close() for a in _admins.values()),
+        ]
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(5):  # a broker already gone must not hold the exit
+                await asyncio.gather(*closing, return_exceptions=True)
+
+    if not loop.is_closed():
+        loop.run_until_complete(close())
+        loop.close()
+    _consumers.clear()
+    _producers.clear()
+    _admins.clear()
 
 
 async def _consumer(opts: KafkaOptions, fetch_max_wait_ms: int = 100) -> AIOKafkaConsumer:

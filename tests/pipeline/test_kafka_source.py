@@ -4,6 +4,8 @@ Spark): what a micro-batch costs the cluster's metadata."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -61,3 +63,33 @@ def test_a_batch_never_asks_about_every_topic_of_the_cluster(
     _run(asyncio.sleep(0.5))  # the refreshes that assign([]) asked for run here
     assert any(asked), asked  # the recording saw the source's requests
     assert [t for t in asked if t is None] == []
+
+
+#: A process that reads through the source's cached clients, then exits.
+_READS_AND_EXITS = """
+import sys, warnings
+warnings.simplefilter("always")
+from pipeline.kafka_source import KafkaOptions, KafkaStreamReader
+bootstrap, topic = sys.argv[1:3]
+opts = KafkaOptions.parse({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, reading=True)
+print(KafkaStreamReader(opts)._high_watermarks())
+"""
+
+
+def test_the_cached_clients_are_closed_when_the_process_exits(
+    kafka: embedded.BrokerProcess, names: tuple[str, str]
+) -> None:
+    """The source keeps one client per configuration for the process's life; at its exit
+    they are closed (aiokafka reports a client collected unclosed, and its connections
+    were dropped rather than ended)."""
+    topic = names[1]
+    asyncio.run(_three_records(kafka.address, topic))
+    done = subprocess.run(
+        [sys.executable, "-c", _READS_AND_EXITS, kafka.address, topic],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert f"'{topic}'" in done.stdout  # it read through the clients
+    assert "Unclosed" not in done.stderr, done.stderr
