@@ -6,9 +6,11 @@ Against an embedded Tansu with ``--partitions`` partitions over 10 topics, an
 end offsets of every partition ``--polls`` times, with the daemon's garbage-collector
 settings. A ticker on the caller's loop, waking every 5 ms, records how late it woke:
 the longest lateness is how long the poll held that loop (a rebalance, a presence, a
-lease renewal waits that long). Both placements in one run: the reader's clients on
-their own thread's loop (``side_loop``, what the controller does), then on the caller's
-loop (what it did before).
+lease renewal waits that long). Three ways in one run: the reader's clients on their own
+thread's loop reading the answers with aiokafka's decoder (``side_loop_aiokafka``, what
+the controller did until 2026-11-26), the same reading them from their bytes
+(``side_loop``, what it does), and that on the caller's loop (``caller_loop``, what it
+did before the side loop).
 
     python benchmarks/lag_poll.py --partitions 100000 --polls 3
 """
@@ -25,11 +27,18 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
-from controller.runtime import heap
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as KafkaTP
+from aiokafka.admin import AIOKafkaAdminClient
+
+from assignors import TopicPartition
+from controller.runtime import heap, kafka_io
 from controller.runtime.config import Config
 from controller.runtime.kafka_io import OffsetReader, PartitionOffsets
 from controller.tools import embedded
+from controller.wire.offsets import LATEST, Offsets
 
 TOPICS = 10
 
@@ -43,7 +52,8 @@ async def _ticker(late: list[float]) -> None:
 
 async def _polls(
     poll: Callable[[], Awaitable[dict[Any, PartitionOffsets]]], polls: int
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], dict[Any, PartitionOffsets]]:
+    """Timings, and what the last poll read."""
     first: dict[str, float] = {}
     walls, cpus, stalls = [], [], []
     for i in range(polls):
@@ -66,12 +76,44 @@ async def _polls(
         "poll_wall_s": round(statistics.median(walls), 3) if walls else None,
         "poll_cpu_s": round(statistics.median(cpus), 3) if cpus else None,
         "longest_stall_ms": round(max(stalls), 1) if stalls else None,
-    }
+    }, got
+
+
+def _asked(ppt: dict[str, int]) -> list[KafkaTP]:
+    return [KafkaTP(t, p) for t, n in ppt.items() for p in range(n)]
+
+
+async def _aiokafka_listed(
+    consumer: AIOKafkaConsumer, ppt: dict[str, int], timestamp: int = LATEST
+) -> Offsets:
+    """What the reader called before it read ListOffsets answers itself."""
+    call = consumer.end_offsets if timestamp == LATEST else consumer.beginning_offsets
+    got = await call(_asked(ppt))
+    return Offsets({TopicPartition(tp.topic, tp.partition): o for tp, o in got.items()}, [])
+
+
+async def _aiokafka_committed(
+    admin: AIOKafkaAdminClient, group: str, ppt: dict[str, int]
+) -> Offsets:
+    """What it called before it read OffsetFetch answers itself."""
+    got = await admin.list_consumer_group_offsets(group, partitions=_asked(ppt))
+    return Offsets({TopicPartition(tp.topic, tp.partition): m.offset for tp, m in got.items()}, [])
+
+
+async def _with_aiokafkas_decoder(
+    poll: Callable[[], Awaitable[dict[Any, PartitionOffsets]]],
+) -> dict[Any, PartitionOffsets]:
+    with (
+        mock.patch.object(kafka_io, "list_offsets", _aiokafka_listed),
+        mock.patch.object(kafka_io, "committed_offsets", _aiokafka_committed),
+    ):
+        return await poll()
 
 
 async def run(partitions: int, polls: int) -> dict[str, Any]:
     ppt = {f"t{i:02d}": partitions // TOPICS for i in range(TOPICS)}
     out: dict[str, Any] = {"partitions": sum(ppt.values()), "polls": polls}
+    read: dict[str, dict[Any, PartitionOffsets]] = {}
     with tempfile.TemporaryDirectory() as work, embedded.tansu(Path(work)).start() as kafka:
         await embedded.create_topics(kafka.address, {**ppt, "ballast.assignments": 8})
         cfg = Config.model_validate(
@@ -80,18 +122,26 @@ async def run(partitions: int, polls: int) -> dict[str, Any]:
                 "groups": [{"name": "bench"}],
             }
         )
-        side, here = OffsetReader(cfg, "bench-fleet"), OffsetReader(cfg, "bench-fleet")
+        old, side = OffsetReader(cfg, "bench-fleet"), OffsetReader(cfg, "bench-fleet")
+        here = OffsetReader(cfg, "bench-fleet")
         # ``here``: the same reader's work on the caller's loop (its private halves), as
-        # the controller did before.
+        # the controller did before the side loop.
         for name, start, poll, stop in (
-            ("side_loop", side.start, side.offsets, side.stop),
-            ("caller_loop", here._start, here._offsets, here._stop),
+            (
+                "side_loop_aiokafka",
+                old.start,
+                partial(_with_aiokafkas_decoder, partial(old.offsets, ppt, False)),
+                old.stop,
+            ),
+            ("side_loop", side.start, partial(side.offsets, ppt, False), side.stop),
+            ("caller_loop", here._start, partial(here._offsets, ppt, False), here._stop),
         ):
             await start()
             try:
-                out[name] = await _polls(partial(poll, ppt, False), polls)
+                out[name], read[name] = await _polls(poll, polls)
             finally:
                 await stop()
+        assert read["side_loop"] == read["side_loop_aiokafka"] == read["caller_loop"]
     return out
 
 

@@ -13,6 +13,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as KafkaTP
 
 from controller.runtime.config import Config
 from controller.tools import embedded
@@ -95,3 +97,26 @@ def start_daemon(
         stdout=subprocess.DEVNULL,
         env={**os.environ, **(env or {})},
     )
+
+
+async def records_and_commits(address: str, group: str, topic: str) -> None:
+    """30 and 5 records in partitions 0 and 1 of ``topic``; ``group`` committed 10 and 5
+    (lag 20 and 0; the other partitions: nothing written, nothing committed)."""
+    producer = AIOKafkaProducer(bootstrap_servers=address, linger_ms=0)
+    await producer.start()
+    try:
+        # One record per request: Tansu's ListOffsets is exact only at batch boundaries.
+        for p, count in ((0, 30), (1, 5)):
+            for _ in range(count):
+                await producer.send_and_wait(topic, b"m", partition=p)
+    finally:
+        await producer.stop()
+    committer = AIOKafkaConsumer(
+        bootstrap_servers=address, group_id=group, enable_auto_commit=False
+    )
+    await committer.start()
+    try:
+        committer.assign([KafkaTP(topic, 0), KafkaTP(topic, 1)])
+        await committer.commit({KafkaTP(topic, 0): 10, KafkaTP(topic, 1): 5})
+    finally:
+        await committer.stop()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from aiokafka.protocol.metadata import MetadataRequest
 
@@ -22,12 +22,20 @@ from assignors import TopicPartition
 from assignors.collector import paused as collector_paused
 from assignors.racks import valid_rack
 from controller.wire.metadata_scope import Client, inner_client
+from controller.wire.raw_answers import (
+    I16,
+    I32,
+    AnsweredUndecoded,
+    RawDecodeError,
+    Undecoded,
+    read_checked,
+    read_count,
+    read_string,
+)
 
 #: The versions whose layout this reads (aiokafka negotiates within them).
 VERSIONS = range(6)
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 #: A partition's head: error code, partition index, leader, replica count.
 _HEAD = struct.Struct(">hiii")
 _new_tuple = tuple.__new__
@@ -41,53 +49,48 @@ class TopicMetadata(NamedTuple):
     unusable_racks: list[str]
 
 
-class MetadataDecodeError(ValueError):
+class MetadataDecodeError(RawDecodeError):
     """The bytes are not a Metadata response of the version they were asked as."""
 
 
 def read_metadata(version: int, body: bytes) -> TopicMetadata:
     """The response body (after the response header) of Metadata ``version``. A topic
     with an error is left out."""
-    if version not in VERSIONS:
-        raise MetadataDecodeError(f"Metadata version {version}: only 0-5 are read")
-    try:
-        return _read(version, body)
-    except (struct.error, UnicodeDecodeError, IndexError) as exc:
-        raise MetadataDecodeError(f"Metadata v{version} response: {exc}") from exc
+    return read_checked("Metadata", VERSIONS, version, body, _read, error=MetadataDecodeError)
 
 
 def _read(version: int, buf: bytes) -> TopicMetadata:
     at = 4 if version >= 3 else 0  # throttle_time_ms
     rack_of: dict[int, str] = {}
     unusable: list[str] = []
-    brokers, at = _count(buf, at)
+    brokers, at = read_count(buf, at)
     for _ in range(brokers):
-        (node,) = _I32.unpack_from(buf, at)
-        _, at = _string(buf, at + 4)  # host
+        (node,) = I32.unpack_from(buf, at)
+        _, at = read_string(buf, at + 4)  # host
         at += 4  # port
         if version >= 1:
-            rack, at = _string(buf, at)
+            rack, at = read_string(buf, at)
             if rack is not None:
                 if valid_rack(rack):
                     rack_of[node] = rack
                 else:
                     unusable.append(rack)
     if version >= 2:
-        _, at = _string(buf, at)  # cluster_id
+        _, at = read_string(buf, at)  # cluster_id
     if version >= 1:
         at += 4  # controller_id
     counts: dict[str, int] = {}
     racks: dict[TopicPartition, frozenset[str]] = {}
     #: replica list (its bytes) -> the racks it spans: clusters have few distinct lists.
     spans: dict[bytes, frozenset[str]] = {}
-    topics, at = _count(buf, at)
-    head, i32, span_of = _HEAD.unpack_from, _I32.unpack_from, spans.get
+    topics, at = read_count(buf, at)
+    head, i32, span_of = _HEAD.unpack_from, I32.unpack_from, spans.get
     for _ in range(topics):
-        (error,) = _I16.unpack_from(buf, at)
-        topic, at = _string(buf, at + 2)
+        (error,) = I16.unpack_from(buf, at)
+        topic, at = read_string(buf, at + 2)
         if version >= 1:
             at += 1  # is_internal
-        parts, at = _count(buf, at)
+        parts, at = read_count(buf, at)
         mine: dict[TopicPartition, frozenset[str]] = {}
         for _ in range(parts):  # the hot loop: local names, few calls
             _, partition, _, replicas = head(buf, at)
@@ -111,58 +114,20 @@ def _read(version: int, buf: bytes) -> TopicMetadata:
     return TopicMetadata(counts, racks, sorted(set(unusable)))
 
 
-def _count(buf: bytes, at: int) -> tuple[int, int]:
-    """An array's length (a null array, -1, has none)."""
-    (n,) = _I32.unpack_from(buf, at)
-    return max(n, 0), at + 4
-
-
 def _racks_of(replicas: bytes, rack_of: dict[int, str]) -> frozenset[str]:
     nodes = struct.unpack(f">{len(replicas) // 4}i", replicas)
     return frozenset(rack_of[n] for n in nodes if n in rack_of)
 
 
-def _string(buf: bytes, at: int) -> tuple[str | None, int]:
-    """A (nullable) string: int16 length, -1 for null, then UTF-8."""
-    (n,) = _I16.unpack_from(buf, at)
-    at += 2
-    if n < 0:
-        return None, at
-    if at + n > len(buf):
-        raise MetadataDecodeError("a string runs past the end of the response")
-    return buf[at : at + n].decode(), at + n
-
-
-class _Undecoded(NamedTuple):
-    """A response as the connection received it, and the type that decodes it."""
-
-    kind: Any
-    data: Any
-
-    def read(self) -> TopicMetadata:
-        with collector_paused():
-            return read_metadata(self.kind.API_VERSION, self.data.read())
-
-
-class _LeaveUndecoded:
-    """Stands in for a response type: the connection's ``decode`` keeps the bytes."""
-
-    def __init__(self, kind: Any) -> None:
-        self.kind = kind
-
-    def decode(self, data: Any) -> _Undecoded:
-        return _Undecoded(self.kind, data)
-
-
-class _MetadataRequestDecodedByCaller(MetadataRequest):  # type: ignore[misc]
+class _MetadataRequestDecodedByCaller(AnsweredUndecoded, MetadataRequest):  # type: ignore[misc]
     """The connection decodes a response in the event loop; for 100 000 partitions
     that held the loop for ~0.9 s (every due rebalance waited). This request's response
     reaches the caller undecoded, to be decoded in a thread."""
 
-    def build(self, request_struct_class: Any) -> Any:
-        struct = super().build(request_struct_class)
-        struct.RESPONSE_TYPE = _LeaveUndecoded(request_struct_class.RESPONSE_TYPE)
-        return struct
+
+def _read_paused(response: Undecoded) -> TopicMetadata:
+    with collector_paused():
+        return read_metadata(response.version, response.body())
 
 
 async def topic_metadata(client: Client, topics: Iterable[str]) -> TopicMetadata:
@@ -177,5 +142,5 @@ async def topic_metadata(client: Client, topics: Iterable[str]) -> TopicMetadata
         return TopicMetadata({}, {}, [])
     inner = inner_client(client)
     request = _MetadataRequestDecodedByCaller(wanted, allow_auto_topic_creation=False)
-    response: _Undecoded = await inner.send(inner.get_random_node(), request)
-    return await asyncio.to_thread(response.read)
+    response: Undecoded = await inner.send(inner.get_random_node(), request)
+    return await asyncio.to_thread(_read_paused, response)

@@ -12,7 +12,6 @@ from typing import Any
 import aiomqtt
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka import TopicPartition as KafkaTP
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.client import AIOKafkaClient
 from aiokafka.conn import AIOKafkaConnection
@@ -28,7 +27,7 @@ from controller.tools import embedded
 from controller.tools.simfleet import Fleet
 from controller.wire.metadata import topic_metadata
 from controller.wire.records import Presence
-from tests.brokers import make_config
+from tests.brokers import make_config, records_and_commits
 from tests.kafka_bootstrap import kafka_bootstrap
 
 pytestmark = pytest.mark.integration
@@ -158,24 +157,7 @@ async def test_committed_offsets_drive_lag(
     cfg = make_config(
         kafka, mqtt, group, lag={"source": "poll", "poll_interval": 0.3, "smoothing": 1.0}
     )
-    producer = AIOKafkaProducer(bootstrap_servers=kafka.address, linger_ms=0)
-    await producer.start()
-    try:
-        # One record per request: Tansu's ListOffsets is exact only at batch boundaries.
-        for p, count in ((0, 30), (1, 5)):
-            for _ in range(count):
-                await producer.send_and_wait(topic, b"m", partition=p)
-    finally:
-        await producer.stop()
-    committer = AIOKafkaConsumer(
-        bootstrap_servers=kafka.address, group_id=group, enable_auto_commit=False
-    )
-    await committer.start()
-    try:
-        committer.assign([KafkaTP(topic, 0), KafkaTP(topic, 1)])
-        await committer.commit({KafkaTP(topic, 0): 10, KafkaTP(topic, 1): 5})
-    finally:
-        await committer.stop()
+    await records_and_commits(kafka.address, group, topic)
     async with running(cfg) as ctl, fleet_for(kafka, mqtt, group) as fleet:
         await fleet.join("a", [topic])
         await fleet.wait_for(

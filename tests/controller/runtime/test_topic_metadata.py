@@ -20,6 +20,7 @@ from controller.runtime.kafka_io import OffsetReader
 from controller.tools import embedded
 from controller.wire import metadata as wire_metadata
 from controller.wire.metadata import MetadataDecodeError, TopicMetadata, read_metadata
+from controller.wire.raw_answers import Undecoded
 from tests.brokers import make_config
 
 TP = TopicPartition
@@ -90,18 +91,18 @@ async def test_the_readers_answers_are_read_off_the_controllers_event_loop(
     side = f"ballast-offsets-{names[0]}"
     read_on: set[str] = set()
     decoded_in: list[str] = []
-    handle, read = AIOKafkaConnection._handle_frame, wire_metadata._Undecoded.read
+    handle, read = AIOKafkaConnection._handle_frame, wire_metadata._read_paused
 
     def reading(self: AIOKafkaConnection, resp: bytes) -> Any:
         read_on.add(threading.current_thread().name)
         return handle(self, resp)
 
-    def decoding(self: wire_metadata._Undecoded) -> TopicMetadata:
+    def decoding(response: Undecoded) -> TopicMetadata:
         decoded_in.append(threading.current_thread().name)
-        return read(self)
+        return read(response)
 
     monkeypatch.setattr(AIOKafkaConnection, "_handle_frame", reading)
-    monkeypatch.setattr(wire_metadata._Undecoded, "read", decoding)
+    monkeypatch.setattr(wire_metadata, "_read_paused", decoding)
     reader = OffsetReader(make_config(kafka, mqtt, names[0]), names[0])
     await reader.start()
     try:

@@ -1,0 +1,116 @@
+"""The lag poll's offsets, read from the answers' bytes, against a real broker: the same
+as aiokafka's own calls give, and a partition the fast read cannot answer is asked
+again through aiokafka."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as KafkaTP
+
+from assignors import TopicPartition
+from controller.runtime import kafka_io
+from controller.runtime.kafka_io import OffsetReader, PartitionOffsets
+from controller.tools import embedded
+from controller.wire import offsets as wire_offsets
+from controller.wire.offsets import Offsets
+from controller.wire.raw_answers import RawDecodeError
+from tests.brokers import make_config, records_and_commits
+
+pytestmark = pytest.mark.integration
+
+TP = TopicPartition
+
+
+def _expected(topic: str) -> dict[TopicPartition, PartitionOffsets]:
+    want = {TP(topic, p): PartitionOffsets(None, 0, 0) for p in range(12)}
+    want[TP(topic, 0)] = PartitionOffsets(10, 30, 0)
+    want[TP(topic, 1)] = PartitionOffsets(5, 5, 0)
+    return want
+
+
+class _SlowPath:
+    """Records what reaches aiokafka's own offset calls (they still run)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.asked: list[tuple[str, list[KafkaTP]]] = []
+        for name in ("end_offsets", "beginning_offsets"):
+            monkeypatch.setattr(
+                AIOKafkaConsumer, name, self._wrap(name, getattr(AIOKafkaConsumer, name))
+            )
+
+    def _wrap(self, name: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        async def recorded(consumer: AIOKafkaConsumer, partitions: list[KafkaTP]) -> Any:
+            self.asked.append((name, sorted(partitions)))
+            return await call(consumer, partitions)
+
+        return recorded
+
+
+async def test_the_offsets_read_from_the_answers_are_aiokafkas(
+    kafka: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+    names: tuple[str, str],
+    topic: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    group = names[0]
+    await records_and_commits(kafka.address, group, topic)
+    slow = _SlowPath(monkeypatch)
+    reader = OffsetReader(make_config(kafka, mqtt, group), group)
+    await reader.start()
+    try:
+        assert await reader.offsets({topic: 12}, with_start=True) == _expected(topic)
+        assert await reader.offsets({topic: 12, "": 0}, with_start=False) == {
+            tp: o._replace(log_start=None) for tp, o in _expected(topic).items()
+        }
+    finally:
+        await reader.stop()
+    assert slow.asked == []  # every answer was read from its bytes
+
+
+@pytest.mark.parametrize("fault", ["partition_errors", "unreadable"])
+async def test_what_the_fast_read_cannot_answer_is_asked_again_through_aiokafka(
+    *,
+    kafka: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+    names: tuple[str, str],
+    topic: str,
+    monkeypatch: pytest.MonkeyPatch,
+    fault: str,
+) -> None:
+    """A partition answered with an error (a leader that moved, a coordinator loading)
+    or an answer this cannot read (a broker speaking ListOffsets v0): the poll still
+    gives every partition's offsets, through aiokafka's calls for those."""
+    group = names[0]
+    await records_and_commits(kafka.address, group, topic)
+    hit = [TP(topic, 0), TP(topic, 7)]
+    listed, fetched = wire_offsets.list_offsets, wire_offsets.committed_offsets
+
+    def faulty(got: Offsets) -> Offsets:
+        if fault == "unreadable":
+            raise RawDecodeError("ListOffsets version 0: only 1-3 are read")
+        found = {tp: o for tp, o in got.found.items() if tp not in hit}
+        return Offsets(found, [*got.failed, *hit], got.error)
+
+    async def faulty_listed(*args: Any) -> Offsets:
+        return faulty(await listed(*args))
+
+    async def faulty_fetched(*args: Any) -> Offsets:
+        return faulty(await fetched(*args))
+
+    monkeypatch.setattr(kafka_io, "list_offsets", faulty_listed)
+    monkeypatch.setattr(kafka_io, "committed_offsets", faulty_fetched)
+    slow = _SlowPath(monkeypatch)
+    reader = OffsetReader(make_config(kafka, mqtt, group), group)
+    await reader.start()
+    try:
+        assert await reader.offsets({topic: 12}, with_start=True) == _expected(topic)
+    finally:
+        await reader.stop()
+    every = sorted(KafkaTP(topic, p) for p in range(12))
+    again = every if fault == "unreadable" else [KafkaTP(topic, 0), KafkaTP(topic, 7)]
+    assert slow.asked == [("end_offsets", again), ("beginning_offsets", again)]
