@@ -191,7 +191,7 @@ class ManagedConsumer:
         else:
             self._producer = AIOKafkaProducer(**self._kafka, linger_ms=0)
             await self._producer.start()
-            track_when_idle(self._producer, self._assignments_topic)
+            track_when_idle(self._producer, self._heartbeat_topic)
             self._tasks.append(asyncio.create_task(self._heartbeat_loop()))
             await self._announce()
         self._tasks.append(asyncio.create_task(self._read_assignments()))
@@ -199,7 +199,7 @@ class ManagedConsumer:
         if self._samples_topic is not None:
             self._sample_producer = AIOKafkaProducer(**self._kafka, linger_ms=20)
             await self._sample_producer.start()
-            track_when_idle(self._sample_producer, self._assignments_topic)
+            track_when_idle(self._sample_producer, self._samples_topic)
             self._tasks.append(asyncio.create_task(self._sample_loop(self._samples_topic)))
 
     async def close(self, *, leave: bool = True) -> None:

@@ -78,7 +78,7 @@ class ConstraintStore:
             except BaseException:
                 await producer.stop()  # a failed start leaves its client open
                 raise
-            track_when_idle(producer, self._cfg.assignments.name)
+            track_when_idle(producer, self._cfg.assignments.constraints_topic)
             self._producer = producer
         topic = self._cfg.assignments.constraints_topic
         await self._producer.send_and_wait(topic, record.encode(), key=record.group.encode())

@@ -19,6 +19,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaConnectionError, KafkaError
 from aiokafka.helpers import create_ssl_context
+from pydantic import ValidationError
 
 from assignors import TopicPartition
 from controller import logs
@@ -528,16 +529,34 @@ class SamplePublisher:
 
     async def start(self) -> None:
         await self._producer.start()
-        track_when_idle(self._producer, self._cfg.assignments.name)
+        track_when_idle(self._producer, self._topic)
 
     async def stop(self) -> None:
         await self._producer.stop()
 
     async def publish(
         self, group: str, offsets: Mapping[TopicPartition, PartitionOffsets], sampled_at: float
-    ) -> None:
+    ) -> list[str]:
+        """Write one sample per partition; returns why each one not written was refused
+        (a commit past the log's end: a topic recreated, a consumer committing ahead)."""
         out = PackedSender(self._producer)
-        for tp, o in sorted(offsets.items()):
+        refused: list[str] = []
+        for key, value in _samples(group, offsets, sampled_at, refused):
+            await out.add(self._topic, key, value)
+        await out.flush()
+        return refused
+
+
+def _samples(
+    group: str,
+    offsets: Mapping[TopicPartition, PartitionOffsets],
+    sampled_at: float,
+    refused: list[str],
+) -> Iterator[tuple[bytes, bytes]]:
+    """Each partition's key and encoded sample, in partition order; a sample the record
+    refuses is left out, its reason kept."""
+    for tp, o in sorted(offsets.items()):
+        try:
             sample = OffsetSample(
                 group=group,
                 topic=tp.topic,
@@ -547,7 +566,7 @@ class SamplePublisher:
                 log_start=o.log_start,
                 sampled_at=sampled_at,
             )
-            await out.add(
-                self._topic, partition_key(group, tp.topic, tp.partition), sample.encode()
-            )
-        await out.flush()
+        except ValidationError as exc:
+            refused.append(f"{tp.topic}/{tp.partition}: {exc.errors()[0]['msg']}")
+            continue
+        yield partition_key(group, tp.topic, tp.partition), sample.encode()

@@ -36,6 +36,7 @@ class LagIngest:
         self._invalid = invalid
         self._age = metrics.lag_record_age
         self._poll_seconds = metrics.lag_poll
+        self._invalid_offsets = metrics.invalid.labels("offsets")
 
     async def poll(self) -> None:
         """Offsets of every subscribed partition: lag for the groups (``source: poll``)
@@ -53,18 +54,37 @@ class LagIngest:
                 began = time.perf_counter()
                 try:
                     offsets = await self._state.readers[g.name].offsets(ppt, reset == "earliest")
-                    if self._samples is not None and offsets:
-                        await self._samples.publish(g.name, offsets, time.time())
                 except Exception as exc:
                     log.warning("lag_poll_failed", group=g.name, error=repr(exc))
                     continue
-                self._poll_seconds.labels(g.name).observe(time.perf_counter() - began)
                 if use_lag and offsets:
                     # In a worker thread: 100 000 lags took 84 ms, the loop's rebalances wait.
                     lags = await asyncio.to_thread(_lags, offsets, reset)
                     g.state.on_lag(lags, time.monotonic())
                     g.wake.set()
+                if self._samples is not None and offsets:  # failing, it costs no lag
+                    await self._publish_samples(self._samples, g.name, offsets)
+                self._poll_seconds.labels(g.name).observe(time.perf_counter() - began)
             await asyncio.sleep(self.cfg.lag.poll_interval)
+
+    async def _publish_samples(
+        self,
+        samples: SamplePublisher,
+        group: str,
+        offsets: Mapping[TopicPartition, PartitionOffsets],
+    ) -> None:
+        try:
+            refused = await samples.publish(group, offsets, time.time())
+        except Exception as exc:
+            log.warning("samples_not_written", group=group, error=repr(exc))
+            return
+        if refused:  # one line a poll, however many: a recreated topic refuses them all
+            self._invalid_offsets.inc(len(refused))
+            log.warning(
+                "invalid_message",
+                source="offsets",
+                reason=f"{len(refused)} samples not written, first {refused[0]}",
+            )
 
     async def read_topic(self) -> None:
         consumer = AIOKafkaConsumer(

@@ -36,10 +36,14 @@ def inner_client(client: Client) -> AIOKafkaClient:
 def track_when_idle(client: Client, topic: str) -> None:
     """Have ``client``'s refreshes ask about ``topic`` while it tracks no other.
 
-    ``topic`` must exist: Metadata requests from aiokafka allow the broker to create the
-    topics they name. Call it after ``start()`` and after an ``assign()`` that may have
-    left the consumer with nothing: ``assign([])`` itself asks for a refresh, which runs
-    at the loop's next turn and so reads the topic set here."""
+    A producer must be given the topic it writes: a refresh replaces what the client
+    knows with what it asked about, and a topic learnt only from the bootstrap (Tansu
+    names every topic there) is never added to what it asks about, so its sends would
+    wait for a leader until they time out (40 s). ``topic`` must exist or be one the
+    client writes: Metadata requests from aiokafka allow the broker to create the topics
+    they name. Call it after ``start()`` and after an ``assign()`` that may have left
+    the consumer with nothing: ``assign([])`` itself asks for a refresh, which runs at
+    the loop's next turn and so reads the topic set here."""
     inner = inner_client(client)
     if not inner._topics:  # private: aiokafka offers no reader for it
         inner.set_topics([topic])

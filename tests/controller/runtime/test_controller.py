@@ -12,6 +12,7 @@ from typing import Any
 import aiomqtt
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as KafkaTP
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.client import AIOKafkaClient
 from aiokafka.conn import AIOKafkaConnection
@@ -167,6 +168,96 @@ async def test_committed_offsets_drive_lag(
         assert state.lag[TopicPartition(topic, 1)] == 0
         assert state.lag[TopicPartition(topic, 2)] == 0  # never committed, latest -> 0
         await fleet.wait_for(lambda: ctl.group_view(group)["quality"]["total_lag"] == 20)  # type: ignore[index]
+
+
+async def test_a_commit_past_the_log_end_costs_neither_the_lag_nor_the_other_samples(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str], topic: str
+) -> None:
+    """A committed offset past the log's end (a topic recreated under its group, a
+    consumer committing ahead) cannot be an offset sample for the Spark job. It is
+    counted and left out; the poll's lag and the other partitions' samples are kept
+    (the whole poll used to fail on it: no lag, no sample)."""
+    group = names[0]
+    samples = f"samples-{group}"
+    await embedded.create_topics(kafka.address, {samples: 3})
+    await records_and_commits(kafka.address, group, topic)
+    committer = AIOKafkaConsumer(
+        bootstrap_servers=kafka.address, group_id=group, enable_auto_commit=False
+    )
+    await committer.start()
+    try:
+        committer.assign([KafkaTP(topic, 2)])
+        await committer.commit({KafkaTP(topic, 2): 7})  # nothing was written there
+    finally:
+        await committer.stop()
+    cfg = make_config(
+        kafka,
+        mqtt,
+        group,
+        lag={"source": "poll", "poll_interval": 0.3, "smoothing": 1.0, "samples_topic": samples},
+    )
+    async with running(cfg) as ctl, fleet_for(kafka, mqtt, group) as fleet:
+        await fleet.join("a", [topic])
+        await fleet.wait_for(
+            lambda: ctl.groups[group].state.lag.get(TopicPartition(topic, 0)) == 20
+        )
+        assert ctl.groups[group].state.lag[TopicPartition(topic, 2)] == 0
+        refused = ctl.metrics.invalid.labels("offsets")
+        await fleet.wait_for(lambda: refused._value.get() >= 1)
+    reader = AIOKafkaConsumer(
+        samples, bootstrap_servers=kafka.address, auto_offset_reset="earliest"
+    )
+    await reader.start()
+    try:
+        written: set[bytes] = set()
+        async with asyncio.timeout(20):
+            while len(written) < 11:
+                for batch in (await reader.getmany(timeout_ms=500)).values():
+                    written |= {m.key for m in batch if m.key is not None}
+    finally:
+        await reader.stop()
+    assert written == {f"{group}/{topic}/{p}".encode() for p in range(12) if p != 2}
+
+
+async def test_a_managed_consumer_with_kafka_heartbeats_joins_applies_and_leaves(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str], topic: str
+) -> None:
+    """``ManagedConsumer(presence="kafka")`` (no test ran it before): it heartbeats on
+    the heartbeat topic, holds what the controller grants, and its clean leave is a
+    tombstone that frees its partitions."""
+    group = names[0]
+    hb_topic = f"hb-{group}"
+    await embedded.create_topics(kafka.address, {hb_topic: 3})
+    cfg = make_config(
+        kafka,
+        mqtt,
+        group,
+        membership={"source": "kafka", "heartbeat_topic": hb_topic, "session_timeout": 1.5},
+    )
+    async with running(cfg) as ctl:
+        g = ctl.groups[group]
+        members = [
+            ManagedConsumer(
+                group,
+                name,
+                [topic],
+                bootstrap_servers=kafka.address,
+                presence="kafka",
+                heartbeat_topic=hb_topic,
+                heartbeat_interval=0.3,
+            )
+            for name in ("a", "b")
+        ]
+        try:
+            for member in members:
+                await member.start()
+            await _until(lambda: sorted(len(m.assignment) for m in members) == [6, 6])
+            await members[0].close()  # a clean leave
+            await _until(lambda: len(members[1].assignment) == 12)
+            assert sorted(g.state.reconciler.granted) == ["b"]
+        finally:
+            for member in members:
+                await member.close()
 
 
 async def test_heartbeat_topic_membership(

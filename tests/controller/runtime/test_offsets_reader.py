@@ -13,7 +13,7 @@ from aiokafka import TopicPartition as KafkaTP
 
 from assignors import TopicPartition
 from controller.runtime import kafka_io
-from controller.runtime.kafka_io import OffsetReader, PartitionOffsets
+from controller.runtime.kafka_io import OffsetReader, PartitionOffsets, SamplePublisher
 from controller.tools import embedded
 from controller.wire import offsets as wire_offsets
 from controller.wire.offsets import Offsets
@@ -114,3 +114,25 @@ async def test_what_the_fast_read_cannot_answer_is_asked_again_through_aiokafka(
     every = sorted(KafkaTP(topic, p) for p in range(12))
     again = every if fault == "unreadable" else [KafkaTP(topic, 0), KafkaTP(topic, 7)]
     assert slow.asked == [("end_offsets", again), ("beginning_offsets", again)]
+
+
+async def test_samples_written_right_after_start_reach_the_topic(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str]
+) -> None:
+    """A producer's refreshes ask only about the topic it tracks; one that tracked the
+    assignments topic while writing samples lost the samples topic's leaders at its
+    first refresh (learnt from Tansu's bootstrap, never asked about), and its first
+    publication timed out (aiokafka: NotLeaderForPartitionError after the request
+    timeout, 3 s here)."""
+    group, samples = names[0], f"samples-{names[0]}"
+    await embedded.create_topics(kafka.address, {samples: 4})
+    cfg = make_config(kafka, mqtt, group)
+    cfg = cfg.model_copy(update={"kafka": cfg.kafka.model_copy(update={"request_timeout": 3.0})})
+    publisher = SamplePublisher(cfg, samples)
+    await publisher.start()
+    try:
+        # At once: the refresh that tracking asked for lands while this publication runs.
+        offsets = {TP("t", p): PartitionOffsets(None, p, None) for p in range(20)}
+        assert await publisher.publish(group, offsets, 1.0) == []
+    finally:
+        await publisher.stop()
