@@ -1,17 +1,22 @@
 """Controller latency: membership event -> published records, against real brokers.
 
-Starts Tansu and amqtt on loopback, the controller as its own process (``ballast run``),
-and a simulated fleet in this process (real MQTT presence with Wills, real reading of the
-assignments topic), so the fleet does not share the controller's CPU. Then one member
-at a time leaves cleanly and rejoins. Two numbers per event, both excluding the configured
-``rebalance_delay``:
+Starts Tansu and Mosquitto on loopback, the controller as its own process (``ballast
+run``), and a simulated fleet in this process (real MQTT presence with Wills, real reading
+of the assignments topic), so the fleet does not share the controller's Python process.
+Then one member at a time leaves cleanly and rejoins. Two numbers per event, both
+excluding the configured ``rebalance_delay``:
 
 * controller: from the rebalance being due to the broker acknowledging every record, read
-  from the daemon's own ``ballast_event_to_publish_seconds`` histogram (its engine and
-  reconciliation share from ``ballast_assignment_duration_seconds`` and
-  ``ballast_reconcile_duration_seconds``);
+  from the daemon's own ``ballast_event_to_publish_seconds`` histogram; its engine share
+  from ``ballast_assignment_duration_seconds``, and the engine with every reconciliation
+  the event caused (``ballast_reconcile_duration_seconds``: the first publication and
+  the grants that follow acks);
 * end to end: from the presence message being published to the first record of the new
   generation reaching the fleet, minus ``rebalance_delay``.
+
+For each clean leave also: from the leave to every partition the member held being held
+by another member (its record applied, as a client does after ``assign()``), the delay
+included: how long a clean leave leaves its partitions unread.
 
 Finally a burst of joins shows how many rebalances it coalesces into.
 
@@ -30,25 +35,18 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from promscrape import pct, scrape
+from promscrape import group_summary, pct, scrape
 
+from assignors import TopicPartition
 from controller.tools import embedded
 from controller.tools.simfleet import Fleet, SimMember
 
 DELAY = 0.2
-
-
-def view(port: int, group: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/groups/{group}", timeout=5) as r:
-        data: dict[str, Any] = json.loads(r.read())
-        return data
 
 
 async def wait(predicate: Callable[[], bool], timeout: float) -> None:
@@ -60,11 +58,18 @@ async def wait(predicate: Callable[[], bool], timeout: float) -> None:
 
 
 async def bench(
-    members: int, partitions: int, topics: int, events: int, burst: int, log_dir: Path | None = None
+    members: int,
+    partitions: int,
+    topics: int,
+    events: int,
+    burst: int,
+    log_dir: Path | None = None,
+    log_level: str = "info",
 ) -> dict[str, object]:
     with (
         tempfile.TemporaryDirectory(prefix="ballast-bench-") as tmp,
-        embedded.brokers(Path(tmp)) as (kafka, mqtt),
+        embedded.tansu(Path(tmp)).start() as kafka,
+        embedded.mosquitto(Path(tmp)).start() as mqtt,
     ):
         admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
         await admin.start()
@@ -80,7 +85,7 @@ async def bench(
             "lag: {source: none}\n"
             "groups: [{name: bench}, {name: burst}]\n"
             f"http: {{port: {port}}}\n"
-            "logging: {format: json, level: info}\n"
+            f"logging: {{format: json, level: {log_level}}}\n"
         )
         daemon = subprocess.Popen(
             [str(Path(sys.executable).parent / "ballast"), "run", "--config", str(config)],
@@ -88,9 +93,16 @@ async def bench(
         )
         fleet = Fleet(kafka.address, mqtt.port, "bench", keepalive=30)
         first_record: dict[int, float] = {}
+        #: The partitions a member that left held and nobody else holds yet.
+        unheld: set[TopicPartition] = set()
+        all_held = asyncio.Event()
 
         def stamp(member: SimMember) -> None:
             first_record.setdefault(member.generation, time.perf_counter())
+            if unheld:
+                unheld.difference_update(member.partitions)
+                if not unheld:
+                    all_held.set()
 
         try:
             await embedded.wait_until_ready(port, 60, proc=daemon)
@@ -107,22 +119,31 @@ async def bench(
             )
             warmup = time.perf_counter() - started
             e2e: list[float] = []
+            held_elsewhere: list[float] = []
             controller_ms: list[float] = []
             engine_ms: list[float] = []
+            engine_reconcile_ms: list[float] = []
             compute_sum = 'ballast_event_to_publish_seconds_sum{group="bench"}'
             rebalance_count = 'ballast_event_to_publish_seconds_count{group="bench"}'
             assign_sum = 'ballast_assignment_duration_seconds_sum{group="bench"}'
+            reconcile_sum = 'ballast_reconcile_duration_seconds_sum{group="bench"}'
             for i in range(events):
                 victim = f"m{(i * 7919) % members:05d}"
                 for action in ("leave", "join"):
                     before = await asyncio.to_thread(scrape, port)
-                    gen: int = view(port, "bench")["generation"]
+                    gen: int = group_summary(port, "bench")["generation"]
                     t0 = time.perf_counter()
                     if action == "leave":
+                        unheld.update(fleet.members[victim].partitions)
+                        all_held.clear()
                         await fleet.leave(victim)
                     else:
                         await fleet.join(victim, names)
                     await wait(partial(published, port, gen), 60)
+                    if action == "leave":
+                        async with asyncio.timeout(60):
+                            await all_held.wait()
+                        held_elsewhere.append((time.perf_counter() - t0) * 1000)
                     await fleet.wait_for(partial(delivered, first_record, gen), timeout=60)
                     seen = min(v for k, v in first_record.items() if k > gen)
                     e2e.append((seen - t0 - DELAY) * 1000)
@@ -133,7 +154,20 @@ async def bench(
                     controller_ms.append(
                         (after[compute_sum] - before[compute_sum]) * 1000 / max(n, 1)
                     )
-                    await wait(lambda: not view(port, "bench")["revoking"], 120)
+                    await wait(lambda: not group_summary(port, "bench")["revoking"], 120)
+                    # The engine's rebalance and every reconciliation the event caused (its
+                    # first publication and the grants that follow acks).
+                    done = await asyncio.to_thread(scrape, port)
+                    engine_reconcile_ms.append(
+                        (
+                            done[assign_sum]
+                            - before[assign_sum]
+                            + done[reconcile_sum]
+                            - before[reconcile_sum]
+                        )
+                        * 1000
+                        / max(n, 1)
+                    )
                     await asyncio.sleep(0.05)
 
             burst_fleet = Fleet(kafka.address, mqtt.port, "burst", keepalive=30)
@@ -164,6 +198,10 @@ async def bench(
             "p50": round(pct(engine_ms, 0.5), 2),
             "p99": round(pct(engine_ms, 0.99), 2),
         },
+        "engine_and_reconcile_ms": {
+            "p50": round(pct(engine_reconcile_ms, 0.5), 2),
+            "p99": round(pct(engine_reconcile_ms, 0.99), 2),
+        },
         "controller_ms": {
             "p50": round(pct(controller_ms, 0.5), 2),
             "p99": round(pct(controller_ms, 0.99), 2),
@@ -173,13 +211,19 @@ async def bench(
             "p99": round(pct(e2e, 0.99), 2),
         },
         "end_to_end_mean_ms": round(statistics.mean(e2e), 2),
+        "clean_leave_to_held_elsewhere_ms_with_delay": {
+            "p50": round(pct(held_elsewhere, 0.5), 2),
+            "p99": round(pct(held_elsewhere, 0.99), 2),
+            "max": round(max(held_elsewhere), 2),
+        },
+        "rebalance_delay_ms": DELAY * 1000,
         "burst_joins": burst,
         "burst_rebalances": burst_rebalances,
     }
 
 
 def published(port: int, gen: int) -> bool:
-    return bool(view(port, "bench")["generation"] > gen)
+    return bool(group_summary(port, "bench")["generation"] > gen)
 
 
 def delivered(first_record: dict[int, float], gen: int) -> bool:
@@ -196,9 +240,18 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=50, help="leave+rejoin pairs")
     parser.add_argument("--burst", type=int, default=500)
     parser.add_argument("--log-dir", type=Path, help="keep the daemon's log here")
+    parser.add_argument("--log-level", default="info", help="the daemon's log level")
     args = parser.parse_args()
     result = asyncio.run(
-        bench(args.members, args.partitions, args.topics, args.events, args.burst, args.log_dir)
+        bench(
+            args.members,
+            args.partitions,
+            args.topics,
+            args.events,
+            args.burst,
+            args.log_dir,
+            args.log_level,
+        )
     )
     print(json.dumps(result, indent=2))
 

@@ -25,14 +25,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from promscrape import quantile, scrape
+from promscrape import group_summary, quantile, scrape
 
 from controller.tools import embedded
 from controller.tools.audit import run_audit
@@ -247,8 +246,7 @@ def controller_settled(port: int, group: str, members: int | None = None) -> boo
     publication in flight, and (given ``members``) that many members in its assignment:
     a join it has not heard of yet leaves the previous step looking settled
     (``/v1/groups``: O(members) to answer, cheap enough to poll)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/groups", timeout=10) as r:
-        view = json.loads(r.read())["groups"][group]
+    view = group_summary(port, group)
     return bool(view["settled"]) and members in (None, view["members"])
 
 
