@@ -19,14 +19,13 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaConnectionError, KafkaError
 from aiokafka.helpers import create_ssl_context
-from pydantic import ValidationError
 
 from assignors import TopicPartition
 from controller import logs
 from controller.core.handoff import Outgoing
 from controller.errors import InputError
 from controller.runtime.config import Config
-from controller.runtime.packed_send import PackedSender
+from controller.runtime.packed_send import PackedSender, Placements
 from controller.runtime.side_loop import SideLoop
 from controller.wire.assignments import EPOCH_HEADER, GENERATION_HEADER, log_entry
 from controller.wire.fencing import AssignmentView
@@ -44,10 +43,9 @@ from controller.wire.records import (
     Assignment,
     Fence,
     Logged,
-    OffsetSample,
     assignment_key,
+    encode_samples,
     fence_key,
-    partition_key,
 )
 
 log = logs.get("ballast.controller")
@@ -519,6 +517,8 @@ class SamplePublisher:
     def __init__(self, cfg: Config, topic: str) -> None:
         self._cfg = cfg
         self._topic = topic
+        #: Where each sampled partition's key goes: the keys are the same every poll.
+        self._placements = Placements()
         self._producer = AIOKafkaProducer(
             **client_options(cfg),
             client_id=f"{cfg.kafka.client_id}-samples",
@@ -537,36 +537,13 @@ class SamplePublisher:
     async def publish(
         self, group: str, offsets: Mapping[TopicPartition, PartitionOffsets], sampled_at: float
     ) -> list[str]:
-        """Write one sample per partition; returns why each one not written was refused
-        (a commit past the log's end: a topic recreated, a consumer committing ahead)."""
-        out = PackedSender(self._producer)
+        """Write one sample per partition, in partition order; returns why each one not
+        written was refused (a commit past the log's end: a topic recreated, a consumer
+        committing ahead)."""
+        out = PackedSender(self._producer, self._placements)
         refused: list[str] = []
-        for key, value in _samples(group, offsets, sampled_at, refused):
-            await out.add(self._topic, key, value)
+        rows = ((t, p, *o) for (t, p), o in sorted(offsets.items()))
+        for topic, partition, key, value in encode_samples(group, sampled_at, rows, refused):
+            await out.add(self._topic, key, value, (topic, partition))
         await out.flush()
         return refused
-
-
-def _samples(
-    group: str,
-    offsets: Mapping[TopicPartition, PartitionOffsets],
-    sampled_at: float,
-    refused: list[str],
-) -> Iterator[tuple[bytes, bytes]]:
-    """Each partition's key and encoded sample, in partition order; a sample the record
-    refuses is left out, its reason kept."""
-    for tp, o in sorted(offsets.items()):
-        try:
-            sample = OffsetSample(
-                group=group,
-                topic=tp.topic,
-                partition=tp.partition,
-                committed=o.committed,
-                log_end=o.log_end,
-                log_start=o.log_start,
-                sampled_at=sampled_at,
-            )
-        except ValidationError as exc:
-            refused.append(f"{tp.topic}/{tp.partition}: {exc.errors()[0]['msg']}")
-            continue
-        yield partition_key(group, tp.topic, tp.partition), sample.encode()

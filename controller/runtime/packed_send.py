@@ -10,6 +10,8 @@ would put it and per-key order holds.
 from __future__ import annotations
 
 import asyncio
+from array import array
+from itertools import repeat
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -19,22 +21,58 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 _PARTITIONER = DefaultPartitioner()
 
 
+class Placements:
+    """Where the partitioner put keys that come back, by a slot the caller names for each
+    (a sampled topic and partition: its key is the same every poll). The partitioner is
+    murmur2 in Python, ~8 µs a key, 0.8 s a poll of 100 000 partitions; a slot costs 4
+    bytes. Forgotten when the destination's partitions change."""
+
+    def __init__(self) -> None:
+        self._parts: list[int] = []
+        self._slots: dict[str, array[int]] = {}
+
+    def place(self, parts: list[int], key: bytes, slot: tuple[str, int]) -> int:
+        if parts != self._parts:
+            self._parts, self._slots = parts, {}
+        name, at = slot
+        placed = self._slots.get(name)
+        if placed is None:
+            placed = self._slots[name] = array("i")
+        if at >= len(placed):
+            placed.extend(repeat(-1, at + 1 - len(placed)))
+        part = placed[at]
+        if part < 0:
+            part = placed[at] = _PARTITIONER(key, parts, parts)
+        return part
+
+
 class PackedSender:
     """Collects records for ``producer``; ``flush`` sends what is open and awaits every
-    batch's acknowledgement."""
+    batch's acknowledgement. With ``placements``, a record added with a ``slot`` is
+    placed where that slot's key went before."""
 
-    def __init__(self, producer: AIOKafkaProducer) -> None:
+    def __init__(self, producer: AIOKafkaProducer, placements: Placements | None = None) -> None:
         self._producer = producer
+        self._placements = placements
         self._partitions: dict[str, list[int]] = {}
         self._open: dict[tuple[str, int], BatchBuilder] = {}
         self._sent: list[asyncio.Future[Any]] = []
         self.records = 0
 
-    async def add(self, topic: str, key: bytes | None, value: bytes | None) -> None:
+    async def add(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        slot: tuple[str, int] | None = None,
+    ) -> None:
         parts = self._partitions.get(topic)
         if parts is None:
             parts = self._partitions[topic] = sorted(await self._producer.partitions_for(topic))
-        part = _PARTITIONER(key, parts, parts)
+        if slot is not None and key is not None and self._placements is not None:
+            part = self._placements.place(parts, key, slot)
+        else:
+            part = _PARTITIONER(key, parts, parts)
         builder = self._open.get((topic, part))
         if builder is None or builder.append(key=key, value=value, timestamp=None) is None:
             if builder is not None:  # full: send it, start the next

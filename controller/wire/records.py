@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Annotated, Any, Literal, TypeVar
@@ -322,6 +323,86 @@ class OffsetSample(_Record):
         if self.log_start is not None and self.log_start > self.log_end:
             raise ValueError(f"log_start {self.log_start} is past log_end {self.log_end}")
         return self
+
+
+#: One partition's reading for ``encode_samples``: topic, partition, committed, log end,
+#: log start (the fields of ``OffsetSample`` a poll varies).
+SampleRow = tuple[str, int, int | None, int, int | None]
+
+
+def encode_samples(
+    group: str, sampled_at: float, rows: Iterable[SampleRow], refused: list[str]
+) -> Iterator[tuple[str, int, bytes, bytes]]:
+    """``(topic, partition, partition_key(...), OffsetSample(...).encode())`` of each row
+    the record accepts; the reason for each one it refuses goes to ``refused``.
+
+    The model validates and writes one sample per topic, and the others are checked
+    and written from the text it gave: through the model each sample cost ~10 µs, a
+    second of a poll of 100 000 partitions. A row the quick checks are not sure of goes
+    through the model, so what is accepted, refused and written is the model's."""
+    templates: dict[str, tuple[str, str] | None] = {}
+    for row in rows:
+        topic, partition, committed, log_end, log_start = row
+        if topic in templates:
+            template = templates[topic]
+        else:
+            template = templates[topic] = _sample_template(group, topic, sampled_at)
+        if template is not None and _plainly_valid(partition, committed, log_end, log_start):
+            head, tail = template
+            value = (
+                f'{head}{partition},"committed":{"null" if committed is None else committed},'
+                f'"log_end":{log_end},"log_start":{"null" if log_start is None else log_start}'
+                f"{tail}"
+            ).encode()
+        else:
+            try:
+                value = _sample(group, sampled_at, row).encode()
+            except ValidationError as exc:
+                refused.append(f"{topic}/{partition}: {exc.errors()[0]['msg']}")
+                continue
+        yield topic, partition, partition_key(group, topic, partition), value
+
+
+def _sample(group: str, sampled_at: float, row: SampleRow) -> OffsetSample:
+    topic, partition, committed, log_end, log_start = row
+    return OffsetSample(
+        group=group,
+        topic=topic,
+        partition=partition,
+        committed=committed,
+        log_end=log_end,
+        log_start=log_start,
+        sampled_at=sampled_at,
+    )
+
+
+def _sample_template(group: str, topic: str, sampled_at: float) -> tuple[str, str] | None:
+    """The text of a sample of ``topic`` before its partition number and after its
+    log start, as the model writes it; ``None`` if the model refuses the group, topic or
+    time (every row then goes through the model) or writes something else."""
+    try:
+        text = _sample(group, sampled_at, (topic, 0, None, 0, None)).model_dump_json()
+    except ValidationError:
+        return None
+    head = text[: text.find('"partition":') + len('"partition":')]
+    tail = text[text.find(',"sampled_at":') :]
+    middle = '0,"committed":null,"log_end":0,"log_start":null'
+    return (head, tail) if head + middle + tail == text else None
+
+
+def _plainly_valid(
+    partition: object, committed: object, log_end: object, log_start: object
+) -> bool:
+    """Exact ints in range, committed and log start not past the log end: what
+    ``OffsetSample`` accepts of these fields, checked without it."""
+    return (
+        type(partition) is int
+        and 0 <= partition <= MAX_PARTITION
+        and type(log_end) is int
+        and 0 <= log_end <= MAX_OFFSET
+        and (committed is None or (type(committed) is int and 0 <= committed <= log_end))
+        and (log_start is None or (type(log_start) is int and 0 <= log_start <= log_end))
+    )
 
 
 class TraceEvent(_Record):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from controller.runtime.packed_send import PackedSender
+from controller.runtime import packed_send
+from controller.runtime.packed_send import PackedSender, Placements
 from controller.tools import embedded
 
 
@@ -37,10 +39,15 @@ async def test_packed_records_land_where_a_keyed_send_puts_them(
     await producer.start()
     try:
         out = PackedSender(producer)
-        for key, value in records:
+        for key, value in records[:3000]:
             await out.add(packed, key, value)
         await out.flush()
-        assert out.records == len(records)
+        assert out.records == 3000
+        # The second half placed by slot: each key's place remembered from its first use.
+        remembered = PackedSender(producer, Placements())
+        for i, (key, value) in enumerate(records[3000:]):
+            await remembered.add(packed, key, value, ("keys", i % 3000))
+        await remembered.flush()
         for key, value in records:
             await producer.send(plain, value, key=key)
         await producer.flush()
@@ -58,3 +65,28 @@ async def test_packed_records_land_where_a_keyed_send_puts_them(
     for key, value in records:
         sent.setdefault(key, []).append(value)
     assert by_key == sent
+
+
+def test_placements_remember_each_slot_until_the_partitions_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = packed_send._PARTITIONER
+    asked: list[bytes | None] = []
+
+    def counted(key: bytes | None, every: list[int], available: list[int]) -> int:
+        asked.append(key)
+        placed: int = real(key, every, available)
+        return placed
+
+    monkeypatch.setattr(packed_send, "_PARTITIONER", counted)
+    places = Placements()
+    four, six = [0, 1, 2, 3], [0, 1, 2, 3, 4, 5]
+    keys = [(f"fleet/orders/{p}".encode(), ("orders", p)) for p in (7, 0, 3, 250)]
+    first = [places.place(four, key, slot) for key, slot in keys]
+    again = [places.place(list(four), key, slot) for key, slot in keys]
+    assert first == again == [real(key, four, four) for key, _ in keys]
+    assert len(asked) == len(keys)  # the second round was remembered
+    grown = [places.place(six, key, slot) for key, slot in keys]
+    assert grown == [real(key, six, six) for key, _ in keys]
+    assert len(asked) == 2 * len(keys)  # a topic that grew places every key again
+    assert len({*first, *grown}) > 1  # the keys spread: the comparisons mean something
