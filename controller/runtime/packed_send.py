@@ -19,6 +19,8 @@ from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.producer.message_accumulator import BatchBuilder
 
 _PARTITIONER = DefaultPartitioner()
+#: Slots of one name remembered at most (16 MiB): a larger slot number is placed anew.
+_MAX_SLOTS = 1 << 22
 
 
 class Placements:
@@ -35,6 +37,9 @@ class Placements:
         if parts != self._parts:
             self._parts, self._slots = parts, {}
         name, at = slot
+        if not 0 <= at < _MAX_SLOTS:
+            anew: int = _PARTITIONER(key, parts, parts)
+            return anew
         placed = self._slots.get(name)
         if placed is None:
             placed = self._slots[name] = array("i")

@@ -90,3 +90,7 @@ def test_placements_remember_each_slot_until_the_partitions_change(
     assert grown == [real(key, six, six) for key, _ in keys]
     assert len(asked) == 2 * len(keys)  # a topic that grew places every key again
     assert len({*first, *grown}) > 1  # the keys spread: the comparisons mean something
+    # A slot number past what is kept is placed anew, not remembered in a huge array.
+    far = ("orders", packed_send._MAX_SLOTS)
+    assert places.place(six, b"fleet/orders/far", far) == real(b"fleet/orders/far", six, six)
+    assert len(places._slots["orders"]) <= 251
