@@ -543,7 +543,7 @@ class SamplePublisher:
         out = PackedSender(self._producer, self._placements)
         refused: list[str] = []
         rows = ((t, p, *o) for (t, p), o in sorted(offsets.items()))
-        for topic, partition, key, value in encode_samples(group, sampled_at, rows, refused):
-            await out.add(self._topic, key, value, (topic, partition))
+        encoded = encode_samples(group, sampled_at, rows, refused)
+        await out.add_many(self._topic, ((k, v, (t, p)) for t, p, k, v in encoded))
         await out.flush()
         return refused

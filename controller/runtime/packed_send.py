@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from array import array
+from collections.abc import Iterable
 from itertools import repeat
 from typing import Any
 
@@ -71,20 +72,34 @@ class PackedSender:
         value: bytes | None,
         slot: tuple[str, int] | None = None,
     ) -> None:
+        await self.add_many(topic, ((key, value, slot),))
+
+    async def add_many(
+        self,
+        topic: str,
+        records: Iterable[tuple[bytes | None, bytes | None, tuple[str, int] | None]],
+    ) -> None:
+        """``add`` of each ``(key, value, slot)``, in one loop: a poll's samples are
+        100 000 records, and a call each cost a tenth of their writing."""
         parts = self._partitions.get(topic)
         if parts is None:
             parts = self._partitions[topic] = sorted(await self._producer.partitions_for(topic))
-        if slot is not None and key is not None and self._placements is not None:
-            part = self._placements.place(parts, key, slot)
-        else:
-            part = _PARTITIONER(key, parts, parts)
-        builder = self._open.get((topic, part))
-        if builder is None or builder.append(key=key, value=value, timestamp=None) is None:
-            if builder is not None:  # full: send it, start the next
-                self._sent.append(await self._producer.send_batch(builder, topic, partition=part))
-            builder = self._open[topic, part] = self._producer.create_batch()
-            builder.append(key=key, value=value, timestamp=None)
-        self.records += 1
+        placements, opened = self._placements, self._open
+        added = 0
+        for key, value, slot in records:
+            if slot is not None and key is not None and placements is not None:
+                part = placements.place(parts, key, slot)
+            else:
+                part = _PARTITIONER(key, parts, parts)
+            builder = opened.get((topic, part))
+            if builder is None or builder.append(key=key, value=value, timestamp=None) is None:
+                if builder is not None:  # full: send it, start the next
+                    sent = await self._producer.send_batch(builder, topic, partition=part)
+                    self._sent.append(sent)
+                builder = opened[topic, part] = self._producer.create_batch()
+                builder.append(key=key, value=value, timestamp=None)
+            added += 1
+        self.records += added
 
     async def flush(self) -> None:
         """Send the open batches and wait for all; raises the first delivery error."""
