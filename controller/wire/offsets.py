@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
-from itertools import starmap
+from itertools import groupby, repeat, starmap
 from typing import Any, NamedTuple
 
 from aiokafka import TopicPartition as KafkaTP
@@ -185,8 +185,51 @@ class _ListOffsetsAnsweredUndecoded(AnsweredUndecoded, OffsetRequest):  # type: 
         return struct_
 
 
+def encode_offset_fetch(group: str, topics: list[tuple[str, list[int]]]) -> bytes:
+    """An OffsetFetch request body (versions 0-3 write the same) asking for the group's
+    commits of these partitions: aiokafka's generic encoder took 0.06 s for 100 000."""
+    name = group.encode()
+    out = [I16.pack(len(name)), name, I32.pack(len(topics))]
+    for topic, parts in topics:
+        raw = topic.encode()
+        out += (I16.pack(len(raw)), raw, struct.pack(f">i{len(parts)}i", len(parts), *parts))
+    return b"".join(out)
+
+
 class _OffsetFetchAnsweredUndecoded(AnsweredUndecoded, OffsetFetchRequest):  # type: ignore[misc]
-    pass
+    """Encoded here too, for the versions whose answers are read here."""
+
+    def __init__(self, group: str, topics: list[tuple[str, list[int]]]) -> None:
+        super().__init__(group, topics)
+        self._asked = (group, topics)
+
+    def build(self, request_struct_class: Any) -> Any:
+        struct_ = super().build(request_struct_class)
+        if struct_.API_VERSION in OFFSET_FETCH_VERSIONS:
+            struct_.encode = partial(encode_offset_fetch, *self._asked)
+        return struct_
+
+
+def by_leader_of(
+    partitions_per_topic: Mapping[str, int],
+    leader_of: Callable[[KafkaTP], int | None],
+    timestamp: int,
+) -> tuple[dict[int, dict[str, list[tuple[int, int]]]], list[TopicPartition]]:
+    """Every partition's ``(partition, timestamp)`` under its leader and topic, in
+    order; the partitions without a leader apart. Grouped in C-level passes: a dict step
+    per partition cost 0.1 s a poll of 100 000."""
+    by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
+    unled: list[TopicPartition] = []
+    for topic, count in partitions_per_topic.items():
+        asked = map(_new_tuple, repeat(KafkaTP, count), zip(repeat(topic), range(count)))
+        leaders = [-1 if leader is None else leader for leader in map(leader_of, asked)]
+        lead = leaders.__getitem__
+        for leader, led in groupby(sorted(range(count), key=lead), lead):
+            if leader < 0:
+                unled += (TopicPartition(topic, p) for p in led)
+            else:
+                by_leader.setdefault(leader, {})[topic] = list(zip(led, repeat(timestamp)))
+    return by_leader, unled
 
 
 async def list_offsets(
@@ -196,16 +239,9 @@ async def list_offsets(
     leader, sent together. ``client`` must know the topics' leaders
     (``metadata_scope.track_topics``)."""
     inner = inner_client(client)
-    leader_of = inner.cluster.leader_for_partition
-    by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
-    unled: list[TopicPartition] = []
-    for topic, count in partitions_per_topic.items():
-        for p in range(count):
-            leader = leader_of(KafkaTP(topic, p))
-            if leader is None or leader < 0:
-                unled.append(TopicPartition(topic, p))
-            else:
-                by_leader.setdefault(leader, {}).setdefault(topic, []).append((p, timestamp))
+    by_leader, unled = by_leader_of(
+        partitions_per_topic, inner.cluster.leader_for_partition, timestamp
+    )
     answers: list[Undecoded] = await asyncio.gather(
         *(
             inner.send(node, _ListOffsetsAnsweredUndecoded(list(topics.items())))

@@ -1,11 +1,13 @@
 """ListOffsets and OffsetFetch answers read from their bytes, against aiokafka's own
-decoder on every version the reader accepts."""
+decoder on every version the reader accepts; the requests written as aiokafka writes
+them; partitions grouped by leader as one at a time would group them."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from aiokafka import TopicPartition as KafkaTP
 from aiokafka.protocol import commit, offset
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,7 +15,9 @@ from hypothesis import strategies as st
 from assignors import TopicPartition
 from controller.wire.offsets import (
     Offsets,
+    by_leader_of,
     encode_list_offsets,
+    encode_offset_fetch,
     read_list_offsets,
     read_offset_fetch,
 )
@@ -128,3 +132,40 @@ def test_a_list_offsets_request_is_written_as_aiokafka_writes_it(
     request = getattr(offset, f"OffsetRequest_v{version}")
     fields: tuple[Any, ...] = (-1, 0, asked) if version >= 2 else (-1, asked)
     assert encode_list_offsets(version, asked) == request(*fields).encode()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    version=st.integers(1, 3),
+    group=st.sampled_from(["g", "fleet-ü"]),
+    asked=st.lists(st.tuples(st.sampled_from(["t", "orders", "ü-x"]), _partitions), max_size=3),
+)
+def test_an_offset_fetch_request_is_written_as_aiokafka_writes_it(
+    version: int, group: str, asked: list[tuple[str, list[int]]]
+) -> None:
+    request = getattr(commit, f"OffsetFetchRequest_v{version}")
+    assert encode_offset_fetch(group, asked) == request(group, asked).encode()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    counts=st.dictionaries(st.sampled_from(["a", "b", "c"]), st.integers(0, 40), max_size=3),
+    leaders=st.lists(st.sampled_from([None, -1, 0, 1, 7]), min_size=1, max_size=5),
+)
+def test_partitions_are_grouped_by_leader_as_one_at_a_time_would(
+    counts: dict[str, int], leaders: list[int | None]
+) -> None:
+    def leader_of(tp: KafkaTP) -> int | None:
+        assert type(tp) is KafkaTP  # what aiokafka's cluster metadata is asked with
+        return leaders[(ord(tp.topic) * 31 + tp.partition * 7) % len(leaders)]
+
+    want: dict[int, dict[str, list[tuple[int, int]]]] = {}
+    unled: list[TopicPartition] = []
+    for topic, count in counts.items():
+        for p in range(count):
+            leader = leader_of(KafkaTP(topic, p))
+            if leader is None or leader < 0:
+                unled.append(TP(topic, p))
+            else:
+                want.setdefault(leader, {}).setdefault(topic, []).append((p, -1))
+    assert by_leader_of(counts, leader_of, -1) == (want, unled)
