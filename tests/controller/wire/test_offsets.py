@@ -157,7 +157,8 @@ def test_partitions_are_grouped_by_leader_as_one_at_a_time_would(
 ) -> None:
     def leader_of(tp: KafkaTP) -> int | None:
         assert type(tp) is KafkaTP  # what aiokafka's cluster metadata is asked with
-        return leaders[(ord(tp.topic) * 31 + tp.partition * 7) % len(leaders)]
+        at: int = (ord(tp.topic) * 31 + tp.partition * 7) % len(leaders)
+        return leaders[at]
 
     want: dict[int, dict[str, list[tuple[int, int]]]] = {}
     unled: list[TopicPartition] = []
