@@ -251,7 +251,10 @@ async def list_offsets(
     found: dict[TopicPartition, int] = {}
     for answer in answers:
         got = read_list_offsets(answer.version, answer.body())
-        found.update(got.found)
+        if found:
+            found.update(got.found)
+        else:  # the first (often the only) answer's own: no copy of it
+            found = got.found
         unled += got.failed
     return Offsets(found, unled)
 
