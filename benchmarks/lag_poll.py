@@ -22,7 +22,6 @@ import asyncio
 import json
 import statistics
 import tempfile
-import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
@@ -32,6 +31,7 @@ from unittest import mock
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTP
 from aiokafka.admin import AIOKafkaAdminClient
+from loop_hold import timed
 
 from assignors import TopicPartition
 from controller.runtime import heap, kafka_io
@@ -43,13 +43,6 @@ from controller.wire.offsets import LATEST, Offsets
 TOPICS = 10
 
 
-async def _ticker(late: list[float]) -> None:
-    while True:
-        began = time.perf_counter()
-        await asyncio.sleep(0.005)
-        late.append(time.perf_counter() - began - 0.005)
-
-
 async def _polls(
     poll: Callable[[], Awaitable[dict[Any, PartitionOffsets]]], polls: int
 ) -> tuple[dict[str, Any], dict[Any, PartitionOffsets]]:
@@ -57,13 +50,9 @@ async def _polls(
     first: dict[str, float] = {}
     walls, cpus, stalls = [], [], []
     for i in range(polls):
-        late: list[float] = []
-        ticker = asyncio.create_task(_ticker(late))
-        cpu, wall = time.process_time(), time.perf_counter()
-        got = await poll()
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        ticker.cancel()
-        row = {"wall_s": wall, "cpu_s": cpu, "stall_ms": max(late, default=0.0) * 1000}
+        got, timing = await timed(poll)
+        wall, cpu = timing["wall_s"], timing["cpu_s"]
+        row = {"wall_s": wall, "cpu_s": cpu, "stall_ms": timing["hold_ms"]}
         if i == 0:
             first = row  # it also looks the topics' leaders up
         else:

@@ -25,13 +25,13 @@ import json
 import random
 import statistics
 import tempfile
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from loop_hold import timed
 
 from assignors import TopicPartition
 from controller.runtime import heap
@@ -70,22 +70,10 @@ async def _per_sample(
     return []
 
 
-async def _ticker(late: list[float]) -> None:
-    while True:
-        began = time.perf_counter()
-        await asyncio.sleep(0.005)
-        late.append(time.perf_counter() - began - 0.005)
-
-
 async def _timed(write: Callable[[], Awaitable[list[str]]]) -> dict[str, float]:
-    late: list[float] = []
-    ticker = asyncio.create_task(_ticker(late))
-    cpu, wall = time.process_time(), time.perf_counter()
-    refused = await write()
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    ticker.cancel()
+    refused, row = await timed(write)
     assert not refused
-    return {"wall_s": wall, "cpu_s": cpu, "hold_ms": max(late, default=0.0) * 1000}
+    return row
 
 
 async def bench(partitions: int, writes: int) -> dict[str, Any]:
@@ -123,10 +111,10 @@ async def bench(partitions: int, writes: int) -> dict[str, Any]:
         finally:
             await publisher.stop()
     out: dict[str, Any] = {"partitions": per_topic * TOPICS, "writes": writes}
-    for name, timed in rows.items():
-        later = timed[1:] or timed
+    for name, runs in rows.items():
+        later = runs[1:] or runs
         out[name] = {
-            "first_cpu_s": round(timed[0]["cpu_s"], 3),
+            "first_cpu_s": round(runs[0]["cpu_s"], 3),
             "cpu_s": round(statistics.median(r["cpu_s"] for r in later), 3),
             "wall_s": round(statistics.median(r["wall_s"] for r in later), 3),
             "longest_hold_ms": round(max(r["hold_ms"] for r in later), 1),
