@@ -216,8 +216,9 @@ def by_leader_of(
     timestamp: int,
 ) -> tuple[dict[int, dict[str, list[tuple[int, int]]]], list[TopicPartition]]:
     """Every partition's ``(partition, timestamp)`` under its leader and topic, in
-    order; the partitions without a leader apart. Grouped in C-level passes: a dict step
-    per partition cost 0.1 s a poll of 100 000."""
+    order; the partitions without a leader apart. Grouped in C-level passes instead of a
+    dict step per partition: with ``encode_offset_fetch``, 0.13 s less CPU a poll of
+    100 000 partitions."""
     by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
     unled: list[TopicPartition] = []
     for topic, count in partitions_per_topic.items():
