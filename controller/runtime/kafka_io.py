@@ -517,8 +517,9 @@ class SamplePublisher:
     def __init__(self, cfg: Config, topic: str) -> None:
         self._cfg = cfg
         self._topic = topic
-        #: Where each sampled partition's key goes: the keys are the same every poll.
-        self._placements = Placements()
+        #: Where each sampled partition's key goes, by group (the key names the group):
+        #: the keys are the same every poll.
+        self._placements: dict[str, Placements] = {}
         self._producer = AIOKafkaProducer(
             **client_options(cfg),
             client_id=f"{cfg.kafka.client_id}-samples",
@@ -540,7 +541,7 @@ class SamplePublisher:
         """Write one sample per partition, in partition order; returns why each one not
         written was refused (a commit past the log's end: a topic recreated, a consumer
         committing ahead)."""
-        out = PackedSender(self._producer, self._placements)
+        out = PackedSender(self._producer, self._placements.setdefault(group, Placements()))
         refused: list[str] = []
         rows = ((t, p, *o) for (t, p), o in sorted(offsets.items()))
         encoded = encode_samples(group, sampled_at, rows, refused)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTP
+from aiokafka.partitioner import DefaultPartitioner
 
 from assignors import TopicPartition
 from controller.runtime import kafka_io
@@ -136,3 +137,37 @@ async def test_samples_written_right_after_start_reach_the_topic(
         assert await publisher.publish(group, offsets, 1.0) == []
     finally:
         await publisher.stop()
+
+
+async def test_samples_of_two_groups_reading_one_topic_land_where_their_keys_go(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str]
+) -> None:
+    """The publisher remembers where each sampled partition's key went; two groups
+    sampling the same partitions have different keys, so neither may reuse the other's
+    places (a key written elsewhere than the Java partitioner puts it leaves two latest
+    samples of one key after compaction)."""
+    samples = f"samples-{names[1]}"
+    await embedded.create_topics(kafka.address, {samples: 8})
+    publisher = SamplePublisher(make_config(kafka, mqtt, names[0]), samples)
+    await publisher.start()
+    offsets = {TP("orders", p): PartitionOffsets(p, p, None) for p in range(40)}
+    try:
+        for group in names:
+            assert await publisher.publish(group, offsets, 1.0) == []
+    finally:
+        await publisher.stop()
+    consumer = AIOKafkaConsumer(
+        samples, bootstrap_servers=kafka.address, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    landed: dict[bytes, int] = {}
+    try:
+        while len(landed) < 2 * len(offsets):
+            batch = await consumer.getmany(timeout_ms=2000)
+            assert batch, f"only {len(landed)} samples arrived"
+            for msgs in batch.values():
+                landed.update((m.key, m.partition) for m in msgs if m.key is not None)
+    finally:
+        await consumer.stop()
+    every = list(range(8))
+    assert landed == {key: DefaultPartitioner()(key, every, every) for key in landed}
