@@ -120,3 +120,21 @@ async def records_and_commits(address: str, group: str, topic: str) -> None:
         await committer.commit({KafkaTP(topic, 0): 10, KafkaTP(topic, 1): 5})
     finally:
         await committer.stop()
+
+
+async def read_records(bootstrap: str, topic: str, count: int) -> list[tuple[int, bytes, bytes]]:
+    """The first ``count`` records of ``topic``, as (partition, key, value)."""
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
+    )
+    await consumer.start()
+    out: list[tuple[int, bytes, bytes]] = []
+    try:
+        while len(out) < count:
+            batch = await consumer.getmany(timeout_ms=2000)
+            assert batch, f"only {len(out)} of {count} records arrived"
+            for msgs in batch.values():
+                out += [(m.partition, m.key, m.value) for m in msgs]
+    finally:
+        await consumer.stop()
+    return out

@@ -19,7 +19,7 @@ from controller.tools import embedded
 from controller.wire import offsets as wire_offsets
 from controller.wire.offsets import Offsets
 from controller.wire.raw_answers import RawDecodeError
-from tests.brokers import make_config, records_and_commits
+from tests.brokers import make_config, read_records, records_and_commits
 
 pytestmark = pytest.mark.integration
 
@@ -156,18 +156,6 @@ async def test_samples_of_two_groups_reading_one_topic_land_where_their_keys_go(
             assert await publisher.publish(group, offsets, 1.0) == []
     finally:
         await publisher.stop()
-    consumer = AIOKafkaConsumer(
-        samples, bootstrap_servers=kafka.address, auto_offset_reset="earliest"
-    )
-    await consumer.start()
-    landed: dict[bytes, int] = {}
-    try:
-        while len(landed) < 2 * len(offsets):
-            batch = await consumer.getmany(timeout_ms=2000)
-            assert batch, f"only {len(landed)} samples arrived"
-            for msgs in batch.values():
-                landed.update((m.key, m.partition) for m in msgs if m.key is not None)
-    finally:
-        await consumer.stop()
+    landed = {key: part for part, key, _ in await read_records(kafka.address, samples, 80)}
     every = list(range(8))
     assert landed == {key: DefaultPartitioner()(key, every, every) for key in landed}

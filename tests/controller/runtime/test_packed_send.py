@@ -3,28 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaProducer
 
 from controller.runtime import packed_send
 from controller.runtime.packed_send import PackedSender, Placements
 from controller.tools import embedded
-
-
-async def _read(bootstrap: str, topic: str, count: int) -> list[tuple[int, bytes, bytes]]:
-    consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
-    )
-    await consumer.start()
-    out: list[tuple[int, bytes, bytes]] = []
-    try:
-        while len(out) < count:
-            batch = await consumer.getmany(timeout_ms=2000)
-            assert batch, f"only {len(out)} of {count} records arrived"
-            for msgs in batch.values():
-                out += [(m.partition, m.key, m.value) for m in msgs]
-    finally:
-        await consumer.stop()
-    return out
+from tests.brokers import read_records
 
 
 async def test_packed_records_land_where_a_keyed_send_puts_them(
@@ -53,8 +37,8 @@ async def test_packed_records_land_where_a_keyed_send_puts_them(
         await producer.flush()
     finally:
         await producer.stop()
-    got_packed = await _read(kafka.address, packed, len(records))
-    got_plain = await _read(kafka.address, plain, len(records))
+    got_packed = await read_records(kafka.address, packed, len(records))
+    got_plain = await read_records(kafka.address, plain, len(records))
     where = {key: part for part, key, _ in got_plain}
     assert len(set(where.values())) > 1  # the keys spread: the comparison means something
     assert all(where[key] == part for part, key, _ in got_packed)
