@@ -2,7 +2,8 @@
 
 Every path a user meets: the stateless ``assign`` (fresh, and with ``current`` after one
 member leaves or joins, like Kafka's harness: from the implementation's own fresh result),
-and the engine's public API (build, one leave or join, a lag update). Kafka's
+and the engine's public API (build, one leave or join, a lag update, a rebuild from its
+own assignment as at a takeover and the first events after it). Kafka's
 ``UniformAssignor`` and client ``StickyAssignor`` run on identical inputs through
 ``kafka_peer``. Run through ``assignors_bench.py --scale``.
 
@@ -274,7 +275,6 @@ def engine_events(
     gc.freeze()
     eng, _ = IncrementalAssignor.from_snapshot(ppt, subs, lag=lag, **placed)
     rack_of = placed.get("member_racks", {})
-    capacity_of = placed.get("member_capacities", {})
     leave_t, join_t = [], []
     first = 0.0
     for i, v in enumerate(victims):
@@ -283,7 +283,7 @@ def engine_events(
             first = ms
         if i >= 10:
             leave_t.append(ms)
-        back = MemberJoined(v, frozenset(subs[v]), rack_of.get(v), capacity_of.get(v))
+        back = MemberJoined(v, frozenset(subs[v]), *_placement_of(v, placed))
         _, ms = _ms(lambda: eng.apply([back]))  # noqa: B023
         if i >= 10:
             join_t.append(ms)
@@ -291,15 +291,61 @@ def engine_events(
     keys = list(lag)
     readings = max(1, s.partitions // 100)
     lag_t = []
+    lag_now = dict(lag)
     for _ in range(5):
         update = {tp: rng.randint(0, 5_000) for tp in rng.sample(keys, readings)}
         lag_t.append(_ms(lambda: eng.apply([LagUpdated(update)]))[1])  # noqa: B023
+        lag_now.update(update)
     cross = {"cross_rack": eng.cross_rack()} if rack_of else {}
     return [
         _row(s, "leave", "engine", leave_t, first_after_build_ms=round(first, 3)),
         _row(s, "join", "engine", join_t, **cross),
         _row(s, f"lag update, {readings} readings", "engine", lag_t),
+        *recovery(s, eng, ppt, subs, lag_now, victims, placed),
     ]
+
+
+def recovery(
+    s: Scenario,
+    eng: IncrementalAssignor,
+    ppt: Mapping[str, int],
+    subs: Mapping[str, list[str]],
+    lag: Mapping[TopicPartition, int],
+    victims: list[str],
+    placed: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """What a controller pays at takeover: an engine built from the published assignment
+    (``current``) and the lag ``eng`` holds, and its first leave and join right after,
+    with no collection in between (the issue's "first event after a recovery")."""
+    current = eng.assignment()
+    gc.collect()
+    gc.freeze()
+    builds, leaves, joins = [], [], []
+    moved = 0
+    for v in victims[:3]:
+        (rec, change), ms = _ms(
+            partial(IncrementalAssignor.from_snapshot, ppt, subs, current, lag, **placed)
+        )
+        builds.append(ms)
+        moved += change.moved
+        leaves.append(_ms(partial(rec.apply, [MemberLeft(v)]))[1])
+        back = MemberJoined(v, frozenset(subs[v]), *_placement_of(v, placed))
+        joins.append(_ms(partial(rec.apply, [back]))[1])
+        del rec
+        gc.collect()
+    return [
+        _row(s, "recovery", "engine from current, lag", builds, moved=moved),
+        _row(s, "recovery", "engine, first leave after it", leaves),
+        _row(s, "recovery", "engine, first join after it", joins),
+    ]
+
+
+def _placement_of(member: str, placed: dict[str, Any]) -> tuple[str | None, float | None]:
+    """A rejoining member's rack and capacity, as the scenario declared them."""
+    return (
+        placed.get("member_racks", {}).get(member),
+        placed.get("member_capacities", {}).get(member),
+    )
 
 
 def kafka(s: Scenario) -> list[dict[str, Any]]:

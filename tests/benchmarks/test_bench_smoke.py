@@ -49,6 +49,20 @@ def test_scale_rows_with_zones_report_cross_rack(mixed: bool) -> None:
     assert not any("cross_rack" in r for r in plain)
 
 
+def test_scale_rows_time_a_recovery_that_keeps_the_whole_assignment() -> None:
+    """The takeover rows rebuild the engine from its own settled assignment: nothing
+    moves, and the first leave and join after it are timed once per rebuild."""
+    s = assignors_scale.Scenario("tiny", 30, 300, 3, False, ())
+    rows = {r["impl"]: r for r in assignors_scale.ballast(s, repeat=2) if r["op"] == "recovery"}
+    assert set(rows) == {
+        "engine from current, lag",
+        "engine, first leave after it",
+        "engine, first join after it",
+    }
+    assert rows["engine from current, lag"]["moved"] == 0
+    assert all(r["runs"] == 3 for r in rows.values())
+
+
 def test_lag_quality_rows_are_ratios_to_the_optimum() -> None:
     rows = bench.lag_quality(2)
     for row in rows:
