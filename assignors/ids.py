@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .partition_lists import new_partitions, new_range
 from .spec import GroupSpec, as_partition, check_lag, lag_columns
 from .types import MAX_PARTITION, CurrentAssignment, LagMap, TopicPartition
 
@@ -153,8 +154,7 @@ class TopicIds:
         step per partition; copying whole topics' cached lists and indexing them was no
         faster, the objects being touched in scattered order)."""
         names = np.array(self.names, dtype=object)[topics].tolist()
-        pairs = zip(names, parts.tolist(), strict=True)
-        return list(map(_new_tuple, repeat(TopicPartition, len(names)), pairs))
+        return new_partitions(names, parts.tolist(), len(names))
 
     def _gather(self, topics: NDArray[np.int64], parts: NDArray[np.int64]) -> NDArray[np.object_]:
         """The interned objects of these partitions, in one fancy index."""
@@ -191,8 +191,7 @@ class TopicIds:
         assert self.interned is not None
         known = self.interned[t]
         if len(known) < need:
-            name = self.names[t]
-            known.extend(_new_tuple(TopicPartition, (name, q)) for q in range(len(known), need))
+            known.extend(new_range(self.names[t], len(known), need))
         return known
 
     # ------------------------------------------------------------------ lag

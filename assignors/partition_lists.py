@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from itertools import repeat
 
 from .types import TopicPartition
@@ -17,12 +18,19 @@ from .types import TopicPartition
 _new_tuple = tuple.__new__
 
 
-def _build(topic: str, start: int, count: int) -> list[TopicPartition]:
-    """``[TopicPartition(topic, p) for p in range(start, count)]`` in C-level passes,
-    about twice as fast as the constructor."""
-    n = max(0, count - start)
-    pairs = zip(repeat(topic, n), range(start, count), strict=True)
-    return list(map(_new_tuple, repeat(TopicPartition, n), pairs))
+def new_partitions(
+    topics: Iterable[str], numbers: Iterable[int], count: int
+) -> list[TopicPartition]:
+    """``TopicPartition(t, p)`` for ``count`` pairs of topics and numbers, new objects
+    made in C-level passes: about twice as fast as calling the constructor."""
+    pairs = zip(topics, numbers, strict=True)
+    return list(map(_new_tuple, repeat(TopicPartition, count), pairs))
+
+
+def new_range(topic: str, start: int, stop: int) -> list[TopicPartition]:
+    """Partitions ``start .. stop - 1`` of ``topic``, new objects."""
+    n = max(0, stop - start)
+    return new_partitions(repeat(topic, n), range(start, stop), n)
 
 
 class _Runs:
@@ -37,7 +45,7 @@ class _Runs:
 
     def get(self, topic: str, count: int) -> list[TopicPartition]:
         if not 0 < count <= self._budget:  # nothing to keep, or too much
-            return _build(topic, 0, count)
+            return new_range(topic, 0, count)
         with self._lock:
             run = self._runs.get(topic)
             if run is None:
@@ -46,7 +54,7 @@ class _Runs:
                 self._runs.move_to_end(topic)
             if len(run) < count:  # the topic grew, or was never seen: add what is missing
                 self._size += count - len(run)
-                run.extend(_build(topic, len(run), count))
+                run.extend(new_range(topic, len(run), count))
                 while self._size > self._budget:
                     _, old = self._runs.popitem(last=False)
                     self._size -= len(old)
