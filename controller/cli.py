@@ -31,6 +31,7 @@ from controller.tools import demo, dev, operator
 from controller.tools.audit import run_audit
 from controller.tools.scenario import load_current, load_scenario
 from controller.wire.records import json_schemas
+from controller.wire.signing import KeyFileError, Verifier, generate
 
 
 def _cmd_assign(args: argparse.Namespace) -> int:
@@ -199,6 +200,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             delay=args.delay,
             rack=args.rack,
             capacity=args.capacity,
+            verify_key=None if args.public_key is None else _verifier(args.public_key),
         )
     )
     return 0
@@ -224,12 +226,44 @@ def _rack(value: str) -> str:
 
 def _cmd_audit(args: argparse.Namespace) -> int:
     logs.configure("error")
-    reports = asyncio.run(run_audit(args.bootstrap, args.topic, args.group, args.window))
+    verifier = None if args.public_key is None else _verifier(args.public_key)
+    rejected: list[str] = []
+    reports = asyncio.run(
+        run_audit(
+            args.bootstrap,
+            args.topic,
+            args.group,
+            args.window,
+            verifier=verifier,
+            rejected=rejected,
+        )
+    )
+    if rejected:
+        print(f"{len(rejected)} records rejected (not read, not audited):")
+        for why in rejected[:50]:
+            print(f"  rejected: {logs.clipped(why)}")
     for report in reports:
         print(report.render())
     if not reports:
         print(f"no groups found in {args.topic}")
     return 0 if all(r.ok for r in reports) else 1
+
+
+def _verifier(path: Path) -> Verifier:
+    try:
+        return Verifier.from_file(path)
+    except KeyFileError as exc:
+        raise InputError(f"--public-key: {exc}") from None
+
+
+def _cmd_keys(args: argparse.Namespace) -> int:
+    try:
+        private, public = generate(args.out)
+    except KeyFileError as exc:
+        raise InputError(str(exc)) from None
+    print(f"private key {private} (mode 0600): signing.private_key_file of every controller")
+    print(f"public key  {public}: verify_key of every consumer, --public-key of audit")
+    return 0
 
 
 def _api(args: argparse.Namespace) -> operator.AdminApi:
@@ -549,6 +583,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_capacity,
         help="its capacity weight (default 1): 2 takes a share twice as large",
     )
+    p.add_argument(
+        "--public-key", type=Path, help="the controller's public key: act on signed records only"
+    )
     p.set_defaults(func=_cmd_worker)
 
     p = sub.add_parser("audit", help="check the invariants against the assignments topic's history")
@@ -561,7 +598,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=60.0,
         help="longest a partition may stay ungranted, seconds (rebalance_delay + handoff_timeout)",
     )
+    p.add_argument(
+        "--public-key", type=Path, help="the controller's public key: audit signed records only"
+    )
     p.set_defaults(func=_cmd_audit)
+
+    p = sub.add_parser("keys", help="the controller's signing key pair")
+    keys = p.add_subparsers(dest="step", required=True, metavar="STEP")
+    gen = keys.add_parser("generate", help="write signing.key (0600) and signing.pub")
+    gen.add_argument("--out", type=Path, required=True, help="directory to write them to")
+    p.set_defaults(func=_cmd_keys)
 
     p = sub.add_parser("schema", help="print the JSON Schemas of the wire records")
     p.set_defaults(func=_cmd_schema)

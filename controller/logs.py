@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 import structlog
@@ -83,3 +84,36 @@ def quiet(name: str) -> Iterator[None]:
 def get(name: str) -> structlog.stdlib.BoundLogger:
     logger: structlog.stdlib.BoundLogger = structlog.get_logger(name)
     return logger
+
+
+class Throttle:
+    """At most ``burst`` lines per key (a bounded set: input sources, causes) in each
+    ``window`` seconds. A flood of bad input must not become a flood of log lines (each
+    one is still counted in a metric); the next line that gets through says how many
+    were held back since the last one (``suppressed``)."""
+
+    def __init__(
+        self, burst: int = 10, window: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._burst = burst
+        self._window = window
+        self._clock = clock
+        #: key -> (window start, lines let through in it, lines held back since the last)
+        self._state: dict[str, tuple[float, int, int]] = {}
+
+    def allow(self, key: str) -> int | None:
+        """None: hold this line back. Otherwise log it, with the count returned."""
+        now = self._clock()
+        start, passed, held = self._state.get(key, (now, 0, 0))
+        if now - start >= self._window:
+            start, passed = now, 0
+        if passed >= self._burst:
+            self._state[key] = (start, passed, held + 1)
+            return None
+        self._state[key] = (start, passed + 1, 0)
+        return held
+
+
+def clipped(text: str, limit: int = 500) -> str:
+    """Outside text in a log line, bounded (a name or reason may be megabytes long)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"

@@ -127,7 +127,7 @@ ROWS: list[tuple[str, list[Panel]]] = [
             (
                 "Invalid messages by source (per min)",
                 "short",
-                [("{{source}}", "sum by (source) (rate(ballast_invalid_messages_total[5m])) * 60")],
+                [("{{source}}", "sum by (source) (rate(ballast_invalid_records_total[5m])) * 60")],
             ),
             ("Connections up", "short", [("{{connection}}", "ballast_connection_up")]),
         ],

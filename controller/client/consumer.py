@@ -10,6 +10,14 @@ returned before have then been processed, so on revoke it stops fetching, calls
 ``on_partitions_assigned``. If the application stops polling, a pending revoke is applied
 anyway after ``revoke_timeout`` so that the fleet is never held up by one consumer.
 
+Fail-stop: the tasks that keep this member's right to its partitions (the assignment
+reader, presence, the revoke watchdog) are watched. When one dies, the consumer stops
+fetching at once, stops acknowledging, and the next ``getmany`` (or ``async for``)
+commits what it had handed out, releases everything, tells the controller it is leaving
+and raises ``MemberFailedError``. It then holds nothing; make a new ``ManagedConsumer``.
+With ``verify_key`` (the controller's public key, ``ballast keys generate``) it acts only
+on assignment records the controller signed.
+
     async with ManagedConsumer("orders-fleet", "pod-7", ["orders"],
                                bootstrap_servers="kafka:9092", mqtt_host="mqtt") as consumer:
         async for record in consumer:
@@ -24,13 +32,15 @@ import inspect
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
+from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 import aiomqtt
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka import TopicPartition as KafkaTP
 from aiokafka.errors import KafkaError
+from prometheus_client import Counter
 from pydantic import ValidationError
 
 from controller import logs
@@ -51,6 +61,7 @@ from controller.wire.records import (
     presence_topic,
     problems,
 )
+from controller.wire.signing import Verifier
 
 log = logs.get("ballast.client")
 
@@ -58,6 +69,28 @@ Callback = Callable[[set[KafkaTP]], Awaitable[None] | None]
 
 #: How long a new assignment may wait for the ``getmany`` slice in progress (ms).
 CHANGE_CHECK_MS = 50
+#: How long a failed member waits for its last commit before it lets go anyway (s).
+FAIL_STOP_COMMIT_TIMEOUT = 5.0
+
+FAIL_STOPS = Counter(
+    "ballast_client_fail_stops_total",
+    "Managed consumers that stopped holding partitions because a task that keeps their "
+    "right to them died, by task (assignments, presence, heartbeats, watchdog).",
+    ["task"],
+)
+
+
+INVALID_RECORDS = Counter(
+    "ballast_client_invalid_records_total",
+    "Records of the assignments topic a managed consumer skipped: malformed, or not "
+    "signed by the controller's key when one is configured.",
+    ["source"],
+)
+
+
+class MemberFailedError(RuntimeError):
+    """A task that keeps this member's right to its partitions died: the consumer has
+    released everything and consumes nothing more (``__cause__`` says why)."""
 
 
 class _Grant(NamedTuple):
@@ -96,6 +129,7 @@ class ManagedConsumer:
         mqtt_auth: MqttAuth | None = None,
         kafka_security: Mapping[str, Any] | None = None,
         assignments_fetch_max_wait_ms: int = 500,
+        verify_key: Path | str | Verifier | None = None,
         **consumer_options: Any,
     ) -> None:
         self.group = group
@@ -108,6 +142,9 @@ class ManagedConsumer:
         #: TLS/SASL settings (aiokafka names) for every Kafka client of this member.
         self._kafka = {"bootstrap_servers": bootstrap_servers, **(kafka_security or {})}
         self._mqtt_auth = mqtt_auth
+        if isinstance(verify_key, str | Path):
+            verify_key = Verifier.from_file(Path(verify_key))
+        self._verifier = verify_key
         self._presence_kind = presence
         self._mqtt = (mqtt_host, mqtt_port, mqtt_keepalive)
         self._presence_topic = presence_topic(mqtt_prefix, group, member)
@@ -160,6 +197,8 @@ class ManagedConsumer:
         self._consumed: dict[KafkaTP, int] = {}
         self._changed = asyncio.Event()
         self._closed = False
+        #: Set when a task that keeps our right to partitions died (fail-stop).
+        self.failure: MemberFailedError | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -185,17 +224,17 @@ class ManagedConsumer:
             await self._apply_pending()
         if self._presence_kind == "mqtt":
             connected = asyncio.Event()
-            self._mqtt_task = asyncio.create_task(self._mqtt_loop(connected))
+            self._mqtt_task = self._watched("presence", self._mqtt_loop(connected))
             async with asyncio.timeout(30):
                 await connected.wait()
         else:
             self._producer = AIOKafkaProducer(**self._kafka, linger_ms=0)
             await self._producer.start()
             track_when_idle(self._producer, self._heartbeat_topic)
-            self._tasks.append(asyncio.create_task(self._heartbeat_loop()))
+            self._tasks.append(self._watched("heartbeats", self._heartbeat_loop()))
             await self._announce()
-        self._tasks.append(asyncio.create_task(self._read_assignments()))
-        self._tasks.append(asyncio.create_task(self._watchdog()))
+        self._tasks.append(self._watched("assignments", self._read_assignments()))
+        self._tasks.append(self._watched("watchdog", self._watchdog()))
         if self._samples_topic is not None:
             self._sample_producer = AIOKafkaProducer(**self._kafka, linger_ms=20)
             await self._sample_producer.start()
@@ -253,6 +292,76 @@ class ManagedConsumer:
         await self._reader.stop()
         await self.consumer.stop()
 
+    # ------------------------------------------------------------------ fail-stop
+
+    def _watched(self, name: str, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """A task whose end, unless we are closing, is this member's fail-stop."""
+        task = asyncio.create_task(work, name=f"ballast-{self.member}-{name}")
+        task.add_done_callback(lambda t: self._task_ended(name, t))
+        return task
+
+    def _task_ended(self, name: str, task: asyncio.Task[None]) -> None:
+        if self._closed:
+            return
+        cause = None if task.cancelled() else task.exception()
+        self.fail_stop(name, cause or RuntimeError(f"the {name} task ended"))
+
+    def fail_stop(self, task: str, cause: BaseException) -> None:
+        """Stop fetching and acknowledging now; the next ``getmany`` releases everything
+        and raises. Idempotent: the first cause is the one reported."""
+        if self.failure is not None or self._closed:
+            return
+        self.failure = MemberFailedError(
+            f"{self.group}/{self.member}: the {task} task died ({cause!r}); the member "
+            "released its partitions and must be started again"
+        )
+        self.failure.__cause__ = cause
+        held = self.consumer.assignment()
+        if held:
+            self.consumer.pause(*held)
+        self._pending = None
+        FAIL_STOPS.labels(task).inc()
+        log.error(
+            "member_failed", group=self.group, member=self.member, task=task, error=repr(cause)
+        )
+        self._changed.set()
+
+    async def _let_go(self) -> None:
+        """After a fail-stop: commit what was handed out (the application has processed
+        it: it asked for more), hold nothing, and say so, so that the controller moves
+        our partitions at once instead of after a handoff timeout."""
+        if self.assignment:
+            offsets = {tp: o for tp, o in self._consumed.items() if tp in self.assignment}
+            if offsets:
+                with contextlib.suppress(KafkaError, TimeoutError, OSError):
+                    async with asyncio.timeout(FAIL_STOP_COMMIT_TIMEOUT):
+                        await self.consumer.commit(offsets)
+            self._consumed.clear()
+            self._assign([])
+            self.assignment = frozenset()
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(FAIL_STOP_COMMIT_TIMEOUT):
+                if self._mqtt_task is not None and self._mqtt_task.done():
+                    await self._leave_over_new_link()  # the presence task is what died
+                else:
+                    await self._announce("leaving")
+
+    async def _leave_over_new_link(self) -> None:
+        """A clean leave on a short MQTT session of its own: the presence task's session
+        ended with a DISCONNECT (no Will), so without this the retained presence would
+        keep saying this member is here."""
+        host, port, keepalive = self._mqtt
+        async with member_client(
+            host,
+            port,
+            f"ballast-{self.group}-{self.member}",
+            self._presence_topic,
+            keepalive,
+            auth=self._mqtt_auth,
+        ) as client:
+            await client.publish(self._presence_topic, self._presence("leaving").encode(), qos=1)
+            await client.publish(self._presence_topic, b"", qos=1, retain=True)
+
     async def __aenter__(self) -> ManagedConsumer:
         await self.start()
         return self
@@ -270,6 +379,9 @@ class ManagedConsumer:
         so that a grant or revoke takes effect at the next call instead of after a whole
         poll on a quiet topic."""
         async with self._lock:
+            if self.failure is not None:
+                await self._let_go()
+                raise self.failure
             self._changed.clear()  # what arrives from here on ends this call's wait
             if self._pending is not None:
                 await self._apply_pending()
@@ -299,6 +411,8 @@ class ManagedConsumer:
             batch: dict[KafkaTP, list[ConsumerRecord]] = await self.consumer.getmany(
                 timeout_ms=min(remaining, CHANGE_CHECK_MS), max_records=max_records
             )
+            if self.failure is not None:
+                return {}  # fetched after the fail-stop: nobody may process it
             if batch or remaining <= CHANGE_CHECK_MS or self._changed.is_set():
                 return batch
 
@@ -330,6 +444,8 @@ class ManagedConsumer:
         rec = self._pending
         assert rec is not None
         self._pending = None
+        if self.failure is not None:
+            return
         target = set(rec.partitions)
         revoked = set(self.assignment) - target
         added = target - set(self.assignment)
@@ -397,7 +513,7 @@ class ManagedConsumer:
     def _consider(self, msg: ConsumerRecord) -> None:
         if msg.key not in (self._key, self._fence_key):
             return
-        entry = log_entry(msg, lambda why: log.warning("invalid_assignment_record", reason=why))
+        entry = log_entry(msg, self._invalid_record, self._verifier)
         if entry is None or entry.group != self.group:
             return
         verdict = self._view.add(entry)
@@ -421,6 +537,10 @@ class ManagedConsumer:
         self._pending = grant
         self._pending_since = time.monotonic()
         self._changed.set()
+
+    def _invalid_record(self, why: str) -> None:
+        INVALID_RECORDS.labels("assignment").inc()
+        log.warning("invalid_assignment_record", member=self.member, reason=why)
 
     async def _watchdog(self) -> None:
         """Apply a pending change if the application has not polled for revoke_timeout."""
@@ -458,7 +578,8 @@ class ManagedConsumer:
         )
 
     async def _announce(self, state: Literal["active", "leaving"] = "active") -> None:
-        body = self._presence(state).encode()
+        """Presence, which is also the acknowledgement; after a fail-stop only "leaving"."""
+        body = self._presence("leaving" if self.failure is not None else state).encode()
         if self._mqtt_client is not None:
             # Disconnected: _mqtt_loop reconnects and announces the current state.
             with contextlib.suppress(aiomqtt.MqttError):

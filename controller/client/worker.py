@@ -22,6 +22,7 @@ from aiokafka.errors import KafkaError
 
 from controller import logs
 from controller.client.consumer import ManagedConsumer
+from controller.wire.signing import Verifier
 
 log = logs.get("ballast.worker")
 
@@ -39,6 +40,7 @@ async def run_worker(
     delay: float,
     rack: str | None = None,
     capacity: float | None = None,
+    verify_key: Verifier | None = None,
 ) -> None:
     logs.configure("info", "json")
     stop = asyncio.Event()
@@ -63,6 +65,7 @@ async def run_worker(
         report_lag=True,
         rack=rack,
         capacity=capacity,
+        verify_key=verify_key,
         on_partitions_assigned=lambda tps: note("granted", tps),
         on_partitions_revoked=lambda tps: note("revoked", tps),
     )

@@ -623,6 +623,10 @@ class GroupState:
         if self._known(member):
             self._enqueue(MemberLeft(member), "leave", now)
 
+    def knows(self, member: str) -> bool:
+        """Is ``member`` in the group (assigned, or joining in the coalesced events)?"""
+        return self._known(member)
+
     def _known(self, member: str) -> bool:
         return self._subscription(member) is not None
 

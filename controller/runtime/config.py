@@ -2,7 +2,9 @@
 
 Environment overrides use ``BALLAST_`` and ``__`` between levels, e.g.
 ``BALLAST_KAFKA__BOOTSTRAP_SERVERS=broker:9092`` or ``BALLAST_REBALANCE__DELAY=2s``. Values
-are parsed as YAML scalars. Errors name the key, the reason, and where the value came from.
+are parsed as YAML scalars, except secrets, which are taken as they are (a password may
+start with ``#`` or be ``null``). Errors name the key, the reason, and where the value came
+from, and never echo a value.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from assignors.constraints import check_constraints
 from controller.core.group import GroupTuning
 from controller.errors import InputError
 from controller.wire.records import ConstraintSet, Name
+from controller.wire.signing import KeyFileError, Signer
 
 ENV_PREFIX = "BALLAST_"
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -144,6 +147,9 @@ class MembershipSettings(_Section):
     source: Literal["mqtt", "kafka"] = "mqtt"
     heartbeat_topic: Name = "ballast.heartbeats"
     session_timeout: PositiveDuration = 10.0
+    #: Most members one group may have: past it, new members' presence is refused
+    #: (counted, logged), so names from outside cannot grow the controller without bound.
+    max_members: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
 
 
 class LagSettings(_Section):
@@ -320,6 +326,26 @@ class HttpSettings(_Section):
         return self
 
 
+class SigningSettings(_Section):
+    #: The controller's Ed25519 private key (PEM; ``ballast keys generate``). Set: every
+    #: assignment, fence and constraints record is signed with it, and a takeover counts
+    #: only records that verify with its public key (give that to the consumers). Unset:
+    #: nothing is signed or checked, and anyone who may write the topics can grant.
+    private_key_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _loads(self) -> SigningSettings:
+        if self.private_key_file is not None:
+            try:
+                Signer.from_file(self.private_key_file)
+            except KeyFileError as exc:
+                raise ValueError(str(exc)) from None
+        return self
+
+    def signer(self) -> Signer | None:
+        return None if self.private_key_file is None else Signer.from_file(self.private_key_file)
+
+
 class StartupSettings(_Section):
     #: A broker that is not up yet is normal in Kubernetes: the daemon stays alive (not
     #: ready) and retries with backoff for this long, then exits non-zero. 0: one attempt.
@@ -352,6 +378,7 @@ class Config(_Section):
     logging: LoggingSettings = LoggingSettings()
     pipeline: PipelineSettings = PipelineSettings()
     ha: HaSettings = HaSettings()
+    signing: SigningSettings = SigningSettings()
 
     @model_validator(mode="after")
     def _transactions_need_shards(self) -> Config:
@@ -381,10 +408,12 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
         if not key.startswith(ENV_PREFIX) or "__" not in key:
             continue
         path = [p.lower() for p in key[len(ENV_PREFIX) :].split("__")]
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else raw
-        except yaml.YAMLError:
-            value = raw
+        value: Any = raw
+        if raw.strip() and not _is_secret(path):
+            try:
+                value = yaml.safe_load(raw)
+            except yaml.YAMLError:
+                value = raw
         node = out
         for part in path[:-1]:
             node = node.setdefault(part, {})
@@ -392,6 +421,27 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
                 raise InputError(f"environment {key}: conflicts with another override")
         node[path[-1]] = value
     return out
+
+
+def _is_secret(path: list[str]) -> bool:
+    """Does this key path name a secret (``SecretStr``) of the config model?"""
+    model: Any = Config
+    for part in path[:-1]:
+        field = getattr(model, "model_fields", {}).get(part)
+        model = None if field is None else _section_of(field.annotation)
+        if model is None:
+            return False
+    field = getattr(model, "model_fields", {}).get(path[-1])
+    return field is not None and "SecretStr" in repr(field.annotation)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """Where and what, without the offending line (it may hold a password)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or type(exc).__name__
+    if mark is None:
+        return str(problem)
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -411,7 +461,7 @@ def load_config(path: Path | None, environ: Mapping[str, str] | None = None) -> 
         except OSError as exc:
             raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
         except yaml.YAMLError as exc:
-            raise InputError(f"{path}: invalid YAML: {exc}") from exc
+            raise InputError(f"{path}: invalid YAML: {_yaml_problem(exc)}") from None
         if loaded is not None and not isinstance(loaded, dict):
             raise InputError(f"{path}: the top level must be a mapping of sections")
         data = loaded or {}

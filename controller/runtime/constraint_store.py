@@ -16,12 +16,20 @@ from controller.runtime.config import Config
 from controller.runtime.kafka_io import assigned_reader, catch_up, client_options, read_to_end
 from controller.wire.metadata_scope import track_when_idle
 from controller.wire.records import ConstraintsRecord, DecodeError, decode
+from controller.wire.signing import Signer
 
 
 class ConstraintStore:
-    def __init__(self, cfg: Config, on_invalid: Callable[[str], None]) -> None:
+    """Only configured groups' records are kept (bounded whatever keys arrive), and with
+    a ``signer`` only the records its key signed count."""
+
+    def __init__(
+        self, cfg: Config, on_invalid: Callable[[str], None], signer: Signer | None = None
+    ) -> None:
         self._cfg = cfg
         self._on_invalid = on_invalid
+        self._signer = signer
+        self._groups = frozenset(g.name for g in cfg.groups)
         self._records: dict[str, ConstraintsRecord] = {}
         self._consumer: AIOKafkaConsumer | None = None
         self._tps: list[KafkaTP] = []
@@ -45,19 +53,26 @@ class ConstraintStore:
             return dict(self._records)
 
     def _take(self, msg: Any) -> None:
-        source = f"{msg.topic}[{msg.partition}]@{msg.offset}"
         key: bytes | None = msg.key
         value: bytes | None = msg.value
-        if value is None:  # a tombstone: written by hand to clear a group's overrides
-            if key:
-                self._records.pop(key.decode(errors="replace"), None)
-            return
+        source = f"{msg.topic}[{msg.partition}]@{msg.offset} key {(key or b'')[:80]!r}"
         try:
+            if self._signer is not None:
+                headers = list(msg.headers or ())
+                problem = self._signer.verifier.problem("constraints", key or b"", value, headers)
+                if problem is not None:
+                    raise DecodeError(source, problem)
+            if value is None:  # a tombstone: clears a group's overrides
+                if key:
+                    self._records.pop(key.decode(errors="replace"), None)
+                return
             record = decode(ConstraintsRecord, value, source)
             if key != record.group.encode():
-                raise DecodeError(source, f"key {key!r} disagrees with group {record.group!r}")
+                raise DecodeError(source, f"key disagrees with group {record.group!r}")
         except DecodeError as exc:
             self._on_invalid(str(exc))
+            return
+        if record.group not in self._groups:
             return
         held = self._records.get(record.group)
         if held is None or record.controller_epoch >= held.controller_epoch:
@@ -81,7 +96,9 @@ class ConstraintStore:
             track_when_idle(producer, self._cfg.assignments.constraints_topic)
             self._producer = producer
         topic = self._cfg.assignments.constraints_topic
-        await self._producer.send_and_wait(topic, record.encode(), key=record.group.encode())
+        key, value = record.group.encode(), record.encode()
+        headers = [] if self._signer is None else [self._signer.header("constraints", key, value)]
+        await self._producer.send_and_wait(topic, value, key=key, headers=headers)
         self._records[record.group] = record
 
     async def stop(self) -> None:

@@ -34,7 +34,7 @@ from controller.runtime.kafka_io import (
     ensure_compacted_topic,
 )
 from controller.runtime.lag_ingest import LagIngest
-from controller.runtime.membership import KafkaHeartbeats, MqttPresence, Sink
+from controller.runtime.membership import KafkaHeartbeats, MqttPresence, Sink, invalid_input
 from controller.runtime.metadata_watch import watch_metadata
 from controller.runtime.metrics import Metrics
 from controller.runtime.ownership import Ownership
@@ -55,10 +55,17 @@ class Controller:
         self.state = ReplicaState()
         self._started = False
         self._stopping = False
-        self._log = AssignmentLog(cfg, on_invalid=lambda why: self._invalid("assignment", why))
+        #: Signs what this replica writes; its public half checks what a takeover reads.
+        self.signer = cfg.signing.signer()
+        verifier = None if self.signer is None else self.signer.verifier
+        self._log = AssignmentLog(
+            cfg, on_invalid=lambda why: self._invalid("assignment", why), verifier=verifier
+        )
         self._tasks: list[asyncio.Task[None]] = []
-        self._publisher = AssignmentPublisher(cfg)
-        self.constraints = ConstraintStore(cfg, lambda why: self._invalid("constraints", why))
+        self._publisher = AssignmentPublisher(cfg, signer=self.signer)
+        self.constraints = ConstraintStore(
+            cfg, lambda why: self._invalid("constraints", why), signer=self.signer
+        )
         self._samples = (
             SamplePublisher(cfg, cfg.lag.samples_topic) if cfg.lag.samples_topic else None
         )
@@ -75,6 +82,7 @@ class Controller:
             assignment_log=self._log,
             constraints=self.constraints,
             publisher=self._publisher,
+            signer=self.signer,
             recorder=self._recorder,
             spawn=self._spawn,
             fail=self._fail,
@@ -243,31 +251,44 @@ class Controller:
 
     # ------------------------------------------------------------------ observations
 
-    def _seen(self, p: Presence) -> None:
-        self.state.heard.setdefault(p.group, {})[p.member] = p
+    def _seen(self, p: Presence) -> bool:
+        """A valid presence; False when refused (a full group: ``membership.max_members``)."""
+        heard = self.state.heard.setdefault(p.group, {})
+        cap = self.cfg.membership.max_members
+        if p.member not in heard and len(heard) >= cap and p.state == "active":
+            self._invalid(
+                "presence",
+                f"{p.group}: member {p.member!r} refused: the group has {cap} members already "
+                "(membership.max_members)",
+            )
+            return False
+        if p.state == "active" or p.member in heard:  # a stranger's leave is not kept
+            heard[p.member] = p
         self.state.last_seen.get(p.group, {}).pop(p.member, None)
         g = self.groups.get(p.group)
         if g is None:
-            return
+            return True
         try:
             g.state.on_presence(p, time.monotonic())
         except RejectedError as exc:
             self._invalid("presence", str(exc))
-            return
+            return True
         known = g.state.engine.partitions_per_topic
         if any(t not in known for t in p.topics):
             self.state.metadata_wake.set()
         g.wake.set()
+        return True
 
     def _gone(self, group: str, member: str, since: float | None) -> None:
-        self.state.heard.get(group, {}).pop(member, None)
-        if since is not None:
-            self.state.last_seen.setdefault(group, {})[member] = since
+        heard = self.state.heard.get(group, {}).pop(member, None) is not None
         g = self.groups.get(group)
+        # Only members someone announced or the log names: a cleared topic of any name
+        # must not grow this map (anyone may publish an empty message).
+        if since is not None and (heard or (g is not None and g.state.knows(member))):
+            self.state.last_seen.setdefault(group, {})[member] = since
         if g is not None:
             g.state.on_gone(member, time.monotonic(), since)
             g.wake.set()
 
     def _invalid(self, source: str, reason: str) -> None:
-        self.metrics.invalid.labels(source).inc()
-        log.warning("invalid_message", source=source, reason=reason)
+        invalid_input(self.metrics, source, reason)

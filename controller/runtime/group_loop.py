@@ -18,6 +18,7 @@ from controller.runtime.election import shard_of
 from controller.runtime.kafka_io import AssignmentPublisher, Encoded, encode_plan
 from controller.runtime.metrics import GroupReading, Metrics
 from controller.runtime.replica_state import ManagedGroup, subscribed
+from controller.wire.signing import Signer
 
 log = logs.get("ballast.controller")
 
@@ -31,9 +32,11 @@ class GroupLoop:
         publisher_for: Callable[[str], AssignmentPublisher],
         still_leader: Callable[[int | None], Awaitable[bool]],
         stopping: Callable[[], bool],
+        signer: Signer | None = None,
     ) -> None:
         self.cfg = cfg
         self.metrics = metrics
+        self._signer = signer
         self._publisher_for = publisher_for
         self._still_leader = still_leader
         self._stopping = stopping
@@ -86,6 +89,7 @@ class GroupLoop:
                 g.state.engine.topics_of,
                 issued_at=time.time(),
                 wall_clock=wall_clock,
+                signer=self._signer,
             )
             m.encode_seconds.labels(g.name).observe(time.perf_counter() - encoding)
             encoded = time.perf_counter()

@@ -47,6 +47,7 @@ from controller.wire.records import (
     encode_samples,
     fence_key,
 )
+from controller.wire.signing import Signer, Verifier
 
 log = logs.get("ballast.controller")
 
@@ -172,12 +173,15 @@ async def read_assignment_log(
     topic: str,
     client_id: str,
     on_invalid: Callable[[str], None] | None = None,
+    verifier: Verifier | None = None,
 ) -> list[Logged]:
-    """Every valid entry of the assignments topic, in partition-offset order.
-    ``connection``: ``client_options(cfg)`` or at least ``bootstrap_servers``."""
+    """Every valid (and, with a ``verifier``, signed) entry of the assignments topic, in
+    partition-offset order. ``connection``: ``client_options(cfg)`` or at least
+    ``bootstrap_servers``."""
     consumer, tps = await assigned_reader(connection, topic, client_id)
     try:
-        entries = (log_entry(msg, on_invalid) for msg in await read_to_end(consumer, tps))
+        messages = await read_to_end(consumer, tps)
+        entries = (log_entry(msg, on_invalid, verifier) for msg in messages)
         return [e for e in entries if e is not None]
     finally:
         await consumer.stop()
@@ -185,11 +189,20 @@ async def read_assignment_log(
 
 class AssignmentLog:
     """The assignments topic read into an ``AssignmentView``, from the beginning once and
-    then incrementally: a takeover reads only what was written since the last one."""
+    then incrementally: a takeover reads only what was written since the last one. Only
+    the configured groups' entries are kept (the view stays bounded whatever keys are
+    written), and with a ``verifier`` only the signed ones."""
 
-    def __init__(self, cfg: Config, on_invalid: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        on_invalid: Callable[[str], None] | None = None,
+        verifier: Verifier | None = None,
+    ) -> None:
         self._cfg = cfg
         self._on_invalid = on_invalid
+        self._verifier = verifier
+        self._groups = frozenset(g.name for g in cfg.groups)
         self.view = AssignmentView()
         self._consumer: AIOKafkaConsumer | None = None
         self._tps: list[KafkaTP] = []
@@ -208,8 +221,8 @@ class AssignmentLog:
             else:
                 messages = await catch_up(self._consumer, self._tps)
             for msg in messages:
-                entry = log_entry(msg, self._on_invalid)
-                if entry is not None:
+                entry = log_entry(msg, self._on_invalid, self._verifier)
+                if entry is not None and entry.group in self._groups:
                     self.view.add(entry)
             return self.view
 
@@ -228,8 +241,11 @@ class AssignmentPublisher:
     With a ``transactional_id`` each publication is one transaction, and starting the
     publisher fences any older producer with the same id (the deposed leader's)."""
 
-    def __init__(self, cfg: Config, transactional_id: str | None = None) -> None:
+    def __init__(
+        self, cfg: Config, transactional_id: str | None = None, signer: Signer | None = None
+    ) -> None:
         self._cfg = cfg
+        self._signer = signer
         self._transactional = transactional_id is not None
         self._producer = AIOKafkaProducer(
             **client_options(cfg),
@@ -271,11 +287,13 @@ class AssignmentPublisher:
         value = Fence(
             group=group, controller_epoch=epoch, replica=replica, issued_at=time.time()
         ).encode()
+        key = fence_key(group)
+        headers = [] if self._signer is None else [self._signer.header("assignments", key, value)]
         scope = self._producer.transaction() if self._transactional else contextlib.nullcontext()
         async with scope:
             partitions = sorted(await self._producer.partitions_for(topic))
             futures = [
-                await self._producer.send(topic, value, key=fence_key(group), partition=p)
+                await self._producer.send(topic, value, key=key, partition=p, headers=headers)
                 for p in partitions
             ]
             await asyncio.gather(*futures)
@@ -312,9 +330,10 @@ def encode_plan(
     *,
     issued_at: float,
     wall_clock: Callable[[float], float],
+    signer: Signer | None = None,
 ) -> list[Encoded]:
-    """A plan's records as they go on the assignments topic. ``wall_clock`` turns the
-    state clock of ``absent_since`` into Unix time.
+    """A plan's records as they go on the assignments topic, signed with ``signer`` when
+    given. ``wall_clock`` turns the state clock of ``absent_since`` into Unix time.
 
     Built without validation (``model_construct``): everything in them comes from
     validated input, and validating a thousand records of our own on every mass change
@@ -338,7 +357,12 @@ def encode_plan(
                 absent_since=None if rec.absent_since is None else wall_clock(rec.absent_since),
                 instance=rec.instance,
             ).encode()
-        out.append(Encoded(assignment_key(group, rec.member), value, headers))
+        key = assignment_key(group, rec.member)
+        if signer is None:
+            out.append(Encoded(key, value, headers))
+        else:
+            signed = [*headers, signer.header("assignments", key, value, headers)]
+            out.append(Encoded(key, value, signed))
     return out
 
 

@@ -30,7 +30,8 @@ from controller.wire.records import DecodeError, Presence, decode, split_key
 
 log = logs.get("ballast.membership")
 
-Seen = Callable[[Presence], None]
+#: False when the daemon refused the member (its group is full): it is not tracked.
+Seen = Callable[[Presence], bool | None]
 Gone = Callable[[str, str, float | None], None]
 
 
@@ -54,9 +55,16 @@ def mqtt_auth(m: MqttSettings) -> MqttAuth:
     return MqttAuth(m.username, password, tls)
 
 
-def _invalid(metrics: Metrics, source: str, reason: str) -> None:
+_THROTTLE = logs.Throttle()
+
+
+def invalid_input(metrics: Metrics, source: str, reason: str) -> None:
+    """Rejected outside input: always counted; logged with what and where, at most a
+    burst of lines per source a minute (the metric has the rest)."""
     metrics.invalid.labels(source).inc()
-    log.warning("invalid_message", source=source, reason=reason)
+    held = _THROTTLE.allow(source)
+    if held is not None:
+        log.warning("invalid_message", source=source, reason=logs.clipped(reason), suppressed=held)
 
 
 class MqttPresence:
@@ -122,7 +130,7 @@ class MqttPresence:
     def _handle(self, topic: str, payload: bytes) -> tuple[str, str] | None:
         parts = topic.split("/")
         if len(parts) != 4 or parts[2] != "members":
-            _invalid(self._metrics, "presence", f"{topic}: unexpected topic")
+            invalid_input(self._metrics, "presence", f"{logs.clipped(topic)}: unexpected topic")
             return None
         _, group, _, member = parts
         if group not in self._sink.groups:
@@ -132,18 +140,19 @@ class MqttPresence:
             self._sink.gone(group, member, time.monotonic())
             return (group, member)
         try:
-            p = decode(Presence, payload, topic)
+            p = decode(Presence, payload, logs.clipped(topic, 300))
         except DecodeError as exc:
-            _invalid(self._metrics, "presence", str(exc))
+            invalid_input(self._metrics, "presence", str(exc))
             return None
         if p.group != group or p.member != member:
-            _invalid(self._metrics, "presence", f"{topic}: body names {p.group}/{p.member}")
+            invalid_input(self._metrics, "presence", f"{topic}: body names {p.group}/{p.member}")
+            return None
+        if self._sink.seen(p) is False:
             return None
         if p.state == "leaving":
             self._live.discard((group, member))
         else:
             self._live.add((group, member))
-        self._sink.seen(p)
         return (group, member)
 
 
@@ -183,7 +192,7 @@ class KafkaHeartbeats:
         try:
             group, member = split_key(key, source)
         except DecodeError as exc:
-            _invalid(self._metrics, "heartbeat", str(exc))
+            invalid_input(self._metrics, "heartbeat", str(exc))
             return
         if group not in self._sink.groups:
             return
@@ -194,20 +203,21 @@ class KafkaHeartbeats:
         try:
             p = decode(Presence, value, source)
         except DecodeError as exc:
-            _invalid(self._metrics, "heartbeat", str(exc))
+            invalid_input(self._metrics, "heartbeat", str(exc))
             return
         if p.group != group or p.member != member:
-            _invalid(
+            invalid_input(
                 self._metrics,
                 "heartbeat",
                 f"{source}: key {group}/{member} but body {p.group}/{p.member}",
             )
             return
+        if self._sink.seen(p) is False:
+            return
         if p.state == "leaving":
             self._last.pop((group, member), None)
         else:
             self._last[(group, member)] = time.monotonic()
-        self._sink.seen(p)
 
     async def _expire_loop(self) -> None:
         timeout = self._cfg.membership.session_timeout

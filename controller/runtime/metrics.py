@@ -281,7 +281,7 @@ class Metrics:
             registry=r,
         )
         self.invalid = Counter(
-            "ballast_invalid_messages_total",
+            "ballast_invalid_records_total",
             "Rejected input messages by source (presence, heartbeat, lag, assignment).",
             ["source"],
             registry=r,

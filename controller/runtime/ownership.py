@@ -26,6 +26,7 @@ from controller.runtime.trace import TraceRecorder
 from controller.tasks import cancel_and_wait
 from controller.wire.fencing import AssignmentView
 from controller.wire.records import ConstraintsRecord
+from controller.wire.signing import Signer
 
 log = logs.get("ballast.controller")
 
@@ -41,6 +42,7 @@ class Ownership:
         assignment_log: AssignmentLog,
         constraints: ConstraintStore,
         publisher: AssignmentPublisher,
+        signer: Signer | None,
         recorder: TraceRecorder | None,
         spawn: Callable[[Callable[[], Awaitable[None]], str], None],
         fail: Callable[[str], None],
@@ -54,6 +56,7 @@ class Ownership:
         self._log = assignment_log
         self._constraints = constraints
         self._publisher = publisher
+        self._signer = signer
         self._recorder = recorder
         self._spawn = spawn
         self._fail = fail
@@ -71,6 +74,7 @@ class Ownership:
             cfg,
             metrics,
             publisher_for=self.publisher_for,
+            signer=signer,
             still_leader=self.still_leader,
             stopping=stopping,
         )
@@ -83,7 +87,7 @@ class Ownership:
         prefix = self.cfg.ha.transactional_id_prefix
         if prefix is not None:
             for shard in sorted(shards - self.shard_publishers.keys()):
-                publisher = AssignmentPublisher(self.cfg, f"{prefix}-{shard}")
+                publisher = AssignmentPublisher(self.cfg, f"{prefix}-{shard}", self._signer)
                 try:
                     await publisher.start()  # init_transactions: fences the old leader
                 except Exception as exc:

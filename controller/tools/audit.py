@@ -28,6 +28,7 @@ from controller import logs
 from controller.errors import UnreachableError
 from controller.wire.fencing import AssignmentView, Order, Verdict
 from controller.wire.records import Logged, LoggedFence, LoggedRecord
+from controller.wire.signing import Verifier
 
 
 @dataclass
@@ -144,9 +145,17 @@ def audit_group(
 
 
 async def run_audit(
-    bootstrap: str, topic: str, groups: list[str] | None, window: float
+    bootstrap: str,
+    topic: str,
+    groups: list[str] | None,
+    window: float,
+    *,
+    verifier: Verifier | None = None,
+    rejected: list[str] | None = None,
 ) -> list[Report]:
-    """Read the whole assignments log and audit each group in it (or only ``groups``)."""
+    """Read the whole assignments log and audit each group in it (or only ``groups``).
+    Records it cannot read, or (with ``verifier``) that the controller did not sign, are
+    left out of the audit and described in ``rejected``."""
     from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415 - I/O kept out of the pure part
 
     from controller.runtime.kafka_io import read_assignment_log  # noqa: PLC0415
@@ -156,7 +165,11 @@ async def run_audit(
     try:
         with logs.quiet("aiokafka"):
             logged = await read_assignment_log(
-                {"bootstrap_servers": bootstrap}, topic, "ballast-audit"
+                {"bootstrap_servers": bootstrap},
+                topic,
+                "ballast-audit",
+                on_invalid=None if rejected is None else rejected.append,
+                verifier=verifier,
             )
     except NOT_REACHABLE as exc:
         raise UnreachableError(

@@ -10,6 +10,7 @@ from typing import Any
 from aiokafka.partitioner import murmur2
 
 from controller.wire.records import (
+    MAX_COUNTER,
     Assignment,
     DecodeError,
     Fence,
@@ -19,6 +20,7 @@ from controller.wire.records import (
     decode,
     split_key,
 )
+from controller.wire.signing import Verifier
 
 #: Headers on every record of a publication, tombstones included (their value is null).
 GENERATION_HEADER = "ballast-generation"
@@ -31,40 +33,55 @@ def assignments_partition(key: bytes, partitions: int) -> int:
     return (hashed & 0x7FFFFFFF) % partitions
 
 
-def log_entry(msg: Any, on_invalid: Callable[[str], None] | None = None) -> Logged | None:
+def log_entry(
+    msg: Any,
+    on_invalid: Callable[[str], None] | None = None,
+    verifier: Verifier | None = None,
+) -> Logged | None:
     """One message of the assignments topic as a log entry (a member's record, its
-    tombstone, or a fence marker); None, after ``on_invalid``, when it is malformed."""
-    source = f"{msg.topic}[{msg.partition}]@{msg.offset}"
+    tombstone, or a fence marker); None, after ``on_invalid``, when it is malformed or
+    (with a ``verifier``) not signed by the controller's key. Never raises."""
+    source = f"{msg.topic}[{msg.partition}]@{msg.offset} key {_shown(msg.key)}"
+    headers = list(msg.headers or ())
     try:
+        if verifier is not None:
+            problem = verifier.problem("assignments", msg.key or b"", msg.value, headers)
+            if problem is not None:
+                raise DecodeError(source, problem)
         if msg.key and b"/" not in msg.key:
             fence = decode(Fence, msg.value, source)
             if fence.group.encode() != msg.key:
-                raise DecodeError(source, f"fence key {msg.key!r} disagrees with its body")
+                raise DecodeError(source, "fence key disagrees with its body")
             return LoggedFence(fence.group, fence.controller_epoch, msg.partition, msg.offset)
         group, member = split_key(msg.key, source)
         rec = None if msg.value is None else decode(Assignment, msg.value, source)
+        if rec is not None and (rec.group != group or rec.member != member):
+            raise DecodeError(source, "key disagrees with the record body")
+        generation = _int_header(headers, GENERATION_HEADER, source)
+        epoch = _int_header(headers, EPOCH_HEADER, source)
     except DecodeError as exc:
         if on_invalid:
             on_invalid(str(exc))
         return None
-    if rec is not None and (rec.group != group or rec.member != member):
-        if on_invalid:
-            on_invalid(f"{source}: key {group}/{member} disagrees with the record body")
-        return None
-    headers = dict(msg.headers or ())
-    return LoggedRecord(
-        group,
-        member,
-        rec,
-        msg.partition,
-        msg.offset,
-        _int_header(headers.get(GENERATION_HEADER)),
-        _int_header(headers.get(EPOCH_HEADER)),
-    )
+    return LoggedRecord(group, member, rec, msg.partition, msg.offset, generation, epoch)
 
 
-def _int_header(raw: bytes | None) -> int | None:
-    try:
-        return None if raw is None else int(raw)
-    except ValueError:
+def _int_header(headers: list[tuple[str, bytes]], name: str, source: str) -> int | None:
+    """A generation or epoch header (None if absent); one out of range spoils the record."""
+    raw = dict(headers).get(name)
+    if raw is None:
         return None
+    if not (isinstance(raw, bytes) and 0 < len(raw) <= 19 and raw.isdigit()):
+        raise DecodeError(source, f"header {name} is not a number in range")
+    value = int(raw)
+    if value > MAX_COUNTER:
+        raise DecodeError(source, f"header {name} is out of range")
+    return value
+
+
+def _shown(key: object) -> str:
+    """A key for a log line: bounded, printable."""
+    if not isinstance(key, bytes):
+        return "(none)"
+    text = repr(key[:80])
+    return text + ("..." if len(key) > 80 else "")

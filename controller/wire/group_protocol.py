@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Annotated, Any, ClassVar, NamedTuple
 
 from aiokafka.cluster import ClusterMetadata
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
@@ -38,9 +38,20 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberAssignment,
     ConsumerProtocolMemberMetadata,
 )
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from assignors import STRATEGIES, TopicPartition, assign
 from controller import logs
+from controller.wire.records import (
+    MAX_COUNTER,
+    MAX_OFFSET,
+    MAX_PAYLOAD_BYTES,
+    Name,
+    Offset,
+    Partition,
+    PartitionNumber,
+    problems,
+)
 
 log = logs.get("ballast.group_protocol")
 
@@ -51,6 +62,28 @@ LAG_AWARE = frozenset({"lag", "lagsticky"})
 
 #: What a member measured for the partitions it owns, read when it joins a rebalance.
 LagSource = Callable[[], Mapping[TopicPartition, int]]
+
+
+class UserData(BaseModel):
+    """The user data's schema. Unknown keys are ignored (other versions' members)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
+
+    generation: Annotated[int, Field(ge=-1, le=MAX_COUNTER, strict=True)]
+    owned: list[Partition] = Field(default_factory=list)
+    lag: list[tuple[Name, PartitionNumber, Offset]] = Field(default_factory=list)
+
+    @classmethod
+    def read(cls, raw: bytes) -> UserData:
+        """The blob's claims; ``ValueError`` (with the reason) whatever else it holds."""
+        if len(raw) > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"{len(raw)} bytes of user data")
+        try:
+            return cls.model_validate_json(raw)
+        except ValidationError as exc:
+            raise ValueError(problems(exc)) from None
+        except (TypeError, RecursionError, OverflowError) as exc:
+            raise ValueError(f"unreadable: {type(exc).__name__}") from None
 
 
 class BallastAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
@@ -113,7 +146,8 @@ class BallastAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         lag = cls._lag(heard, counts)
         result = assign(cls.strategy, counts, subscriptions, current=current, lag=lag)
         cls.last = LedRebalance(counts, subscriptions, current, lag, result)
-        data = json.dumps({"v": USER_DATA_VERSION, "generation": max(generations) + 1}).encode()
+        generation = min(max(generations) + 1, MAX_COUNTER)
+        data = json.dumps({"v": USER_DATA_VERSION, "generation": generation}).encode()
         out = {}
         for member, parts in result.items():
             by_topic: dict[str, list[int]] = {}
@@ -128,21 +162,21 @@ class BallastAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
     def on_assignment(cls, assignment: ConsumerProtocolMemberAssignment) -> None:
         cls.owned = sorted(TopicPartition(tp.topic, tp.partition) for tp in assignment.partitions())
         try:
-            cls.generation = int(json.loads(assignment.user_data)["generation"])
-        except (ValueError, TypeError, KeyError):
+            cls.generation = UserData.read(assignment.user_data).generation
+        except ValueError:
             cls.generation = -1
 
     @classmethod
     def _own_lag(cls) -> dict[TopicPartition, int]:
         if cls.lag_source is None or cls.strategy not in LAG_AWARE:
             return {}
-        try:
+        owned = set(cls.owned or ())
+        try:  # the application's callable and its numbers: never fail a rebalance
             lag = dict(cls.lag_source())
-        except Exception as exc:  # the application's callable: never fail a rebalance
+            return {tp: min(max(0, int(v)), MAX_OFFSET) for tp, v in lag.items() if tp in owned}
+        except Exception as exc:
             log.warning("lag_source_failed", assignor=cls.name, error=repr(exc))
             return {}
-        owned = set(cls.owned or ())
-        return {tp: max(0, int(v)) for tp, v in lag.items() if tp in owned}
 
     @classmethod
     def _lag(
@@ -168,17 +202,14 @@ class BallastAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         if not user_data:
             return Claims(-1, [], {})
         try:
-            data: Any = json.loads(user_data)
-            generation = int(data["generation"])
-            owned = [TopicPartition(str(t), int(p)) for t, p in data["owned"]]
-            lag = {
-                TopicPartition(str(t), int(p)): max(0, int(v)) for t, p, v in data.get("lag", [])
-            }
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            data = UserData.read(user_data)
+        except ValueError as exc:
             cls.malformed += 1
-            log.warning("malformed_assignor_user_data", member=member, error=repr(exc))
+            log.warning("malformed_assignor_user_data", member=member[:255], error=str(exc))
             return Claims(-1, [], {})
-        return Claims(generation, owned, lag)
+        owned = [TopicPartition(t, p) for t, p in data.owned]
+        lag = {TopicPartition(t, p): v for t, p, v in data.lag}
+        return Claims(data.generation, owned, lag)
 
 
 class Claims(NamedTuple):

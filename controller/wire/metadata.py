@@ -94,6 +94,8 @@ def _read(version: int, buf: bytes) -> TopicMetadata:
         mine: dict[TopicPartition, frozenset[str]] = {}
         for _ in range(parts):  # the hot loop: local names, few calls
             _, partition, _, replicas = head(buf, at)
+            if partition < 0:
+                raise MetadataDecodeError(f"partition {partition} of {topic!r}")
             at += 14
             end = at + 4 * replicas if replicas > 0 else at
             key = buf[at:end]

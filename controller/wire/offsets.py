@@ -89,8 +89,10 @@ def _read_listed(version: int, buf: bytes) -> Offsets:
         if end > len(buf):
             raise RawDecodeError("a partition list runs past the end of the response")
         for partition, error, _, offset in _LISTED.iter_unpack(view[at:end]):
+            if partition < 0:
+                raise RawDecodeError(f"partition {partition} of {topic!r}")
             key = _new_tuple(TopicPartition, (topic, partition))
-            if error:
+            if error or offset < 0:  # no offset is below 0: ask again the slow way
                 failed.append(key)
             else:
                 found[key] = offset
@@ -118,8 +120,10 @@ def _read_committed(version: int, buf: bytes) -> Offsets:
         else:
             entries, at = _committed_entries(buf, at, parts)
         for partition, offset, _, error in entries:
+            if partition < 0:
+                raise RawDecodeError(f"partition {partition} of {topic!r}")
             key = _new_tuple(TopicPartition, (topic, partition))
-            if error:
+            if error or offset < -1:  # -1: no commit; nothing else is below 0
                 failed.append(key)
             else:
                 found[key] = offset

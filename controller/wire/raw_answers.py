@@ -89,5 +89,5 @@ def read_checked(
         raise error(f"{kind} version {version}: only {versions[0]}-{versions[-1]} are read")
     try:
         return read(version, body)
-    except (struct.error, UnicodeDecodeError, IndexError, RawDecodeError) as exc:
+    except (struct.error, ValueError, IndexError, OverflowError) as exc:  # RawDecodeError too
         raise error(f"{kind} v{version} response: {exc}") from exc

@@ -2,7 +2,7 @@
 
 Decoders (presence, assignment, lag, offset sample, trace event, config) may only raise
 their own error. Handlers (MQTT presence, Kafka heartbeats, lag records) must never
-raise, and must count every rejection in ``ballast_invalid_messages_total``: each input
+raise, and must count every rejection in ``ballast_invalid_records_total``: each input
 ends up accepted, ignored (another controller's group) or counted, never lost silently.
 The number of inputs tried is printed at the end of the module (``pytest -s``).
 """

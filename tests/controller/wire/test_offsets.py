@@ -28,7 +28,7 @@ TP = TopicPartition
 _topics = st.lists(st.sampled_from(["t", "orders", "ü-x"]), max_size=3, unique=True)
 _partitions = st.lists(st.integers(0, 2**31 - 1), max_size=8, unique=True)
 _errors = st.sampled_from([0, 0, 0, 6, 3])  # NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION
-_offsets = st.integers(-1, 2**63 - 1)
+_offsets = st.one_of(st.integers(-1, 2**63 - 1), st.integers(-(2**63), -2))
 
 
 @st.composite
@@ -60,7 +60,9 @@ def _fetched(draw: st.DrawFn) -> tuple[int, bytes]:
 
 def _by_aiokafka(kind: str, version: int, body: bytes) -> Offsets:
     """The same answer through aiokafka's decoder: offsets of the partitions without an
-    error, the others failed."""
+    error, the others failed; so are offsets no broker gives without an error (below 0
+    for ListOffsets, below -1, "no commit", for OffsetFetch): they are asked again."""
+    lowest = 0 if kind == "list" else -1
     response = getattr(offset if kind == "list" else commit, kind_name(kind, version))
     decoded = response.decode(body).to_object()
     found: dict[TopicPartition, int] = {}
@@ -68,7 +70,7 @@ def _by_aiokafka(kind: str, version: int, body: bytes) -> Offsets:
     for topic in decoded["topics"]:
         for p in topic["partitions"]:
             tp = TP(topic["topic"], p["partition"])
-            if p["error_code"]:
+            if p["error_code"] or p["offset"] < lowest:
                 failed.append(tp)
             else:
                 found[tp] = p["offset"]

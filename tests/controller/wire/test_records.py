@@ -35,7 +35,7 @@ def test_presence_round_trip() -> None:
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ({"topics": "orders"}, "topics: Input should be a valid list"),
+        ({"topics": "orders"}, "topics: Input should be a valid"),
         ({"generation": -2}, "generation: Input should be greater than or equal to -1"),
         ({"generation": "3"}, "generation: Input should be a valid integer"),
         (

@@ -1,0 +1,156 @@
+"""Fail-stop: a ``ManagedConsumer`` whose assignment reader, presence or revoke watchdog
+dies stops reading at once, commits what it handed out, says it is leaving, and raises
+from ``getmany``: the controller moves its partitions, and no record is processed by two
+members. Each task is killed at a seeded random moment while the controller is
+reassigning the member's partitions (a third member joining), on real Tansu and amqtt.
+
+Without fail-stop (the tasks dying silently) the member goes on reading partitions the
+controller gives to others once their revokes time out: the duplicates below."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections import Counter
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from controller.client.consumer import FAIL_STOPS, ManagedConsumer, MemberFailedError
+from controller.runtime.daemon import Controller
+from controller.tools import embedded
+from tests.brokers import make_config
+
+pytestmark = pytest.mark.integration
+
+TASKS = ("assignments", "presence", "watchdog")
+
+
+class Fleet:
+    def __init__(
+        self, kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, group: str, topic: str
+    ) -> None:
+        self.kafka, self.mqtt, self.group, self.topic = kafka, mqtt, group, topic
+        self.members: dict[str, ManagedConsumer] = {}
+        self.loops: dict[str, asyncio.Task[None]] = {}
+        self.processed: Counter[bytes] = Counter()
+        self.failed: dict[str, MemberFailedError] = {}
+        self.produced = 0
+
+    async def join(self, name: str) -> ManagedConsumer:
+        consumer = ManagedConsumer(
+            self.group,
+            name,
+            [self.topic],
+            bootstrap_servers=self.kafka.address,
+            mqtt_port=self.mqtt.port,
+            mqtt_keepalive=1,
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        self.members[name] = consumer
+        self.loops[name] = asyncio.create_task(self._consume(name, consumer))
+        return consumer
+
+    async def _consume(self, name: str, consumer: ManagedConsumer) -> None:
+        while True:
+            try:
+                batch = await consumer.getmany(timeout_ms=100)
+            except MemberFailedError as exc:
+                self.failed[name] = exc
+                return
+            for records in batch.values():
+                for r in records:
+                    self.processed[r.value] += 1
+            if batch:
+                await consumer.commit()
+
+    async def produce(self, n: int) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=self.kafka.address, linger_ms=5)
+        await producer.start()
+        try:
+            for _ in range(n):
+                await producer.send(
+                    self.topic, str(self.produced).encode(), partition=self.produced % 12
+                )
+                self.produced += 1
+            await producer.flush()
+        finally:
+            await producer.stop()
+
+    async def all_processed(self, timeout: float = 40.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not all(str(i).encode() in self.processed for i in range(self.produced)):
+            missing = self.produced - len(self.processed)
+            assert time.monotonic() < deadline, f"{missing} records never processed"
+            await asyncio.sleep(0.1)
+
+    async def held_by(self, names: list[str], timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            held = [len(self.members[n].assignment) for n in names]
+            if sum(held) == 12 and all(held):
+                return
+            assert time.monotonic() < deadline, (
+                f"not settled: {dict(zip(names, held, strict=True))}"
+            )
+            await asyncio.sleep(0.1)
+
+    async def stop(self) -> None:
+        for loop in self.loops.values():
+            loop.cancel()
+        for consumer in self.members.values():
+            with contextlib.suppress(Exception):
+                await consumer.close()
+
+
+def _task(consumer: ManagedConsumer, name: str) -> asyncio.Task[None]:
+    tasks = [*consumer._tasks, consumer._mqtt_task]
+    return next(t for t in tasks if t is not None and t.get_name().endswith(f"-{name}"))
+
+
+@pytest.mark.parametrize("task", TASKS)
+async def test_a_member_whose_task_dies_releases_everything_and_nothing_is_read_twice(
+    kafka: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+    names: tuple[str, str],
+    topic: str,
+    task: str,
+) -> None:
+    rng = random.Random(f"fail-stop-{task}")
+    cfg = make_config(kafka, mqtt, names[0], rebalance={"handoff_timeout": 4.0})
+    ctl = Controller(cfg)
+    await ctl.start()
+    fleet = Fleet(kafka, mqtt, names[0], topic)
+    before = FAIL_STOPS.labels(task)._value.get()
+    try:
+        victim = await fleet.join("a")
+        await fleet.join("b")
+        await fleet.held_by(["a", "b"])
+        await fleet.produce(300)
+        await fleet.all_processed()
+
+        # A third member: the controller revokes from a and b; a's task dies meanwhile.
+        feeding = asyncio.create_task(fleet.produce(600))
+        await fleet.join("c")
+        await asyncio.sleep(rng.uniform(0.0, 0.6))
+        _task(victim, task).cancel()
+        await feeding
+        deadline = time.monotonic() + 20
+        while "a" not in fleet.failed:
+            assert time.monotonic() < deadline, "the member never noticed its task died"
+            await asyncio.sleep(0.05)
+        assert victim.assignment == frozenset()  # holds nothing
+        assert victim.consumer.assignment() == set()
+        await fleet.held_by(["b", "c"])
+        await fleet.produce(300)
+        await fleet.all_processed()
+    finally:
+        await fleet.stop()
+        await ctl.stop()
+    twice = sorted(v for v, n in fleet.processed.items() if n > 1)
+    assert twice == [], f"processed twice after the {task} task died: {twice[:10]}"
+    assert FAIL_STOPS.labels(task)._value.get() == before + 1
+    assert task in str(fleet.failed["a"])
