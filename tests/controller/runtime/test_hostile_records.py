@@ -10,6 +10,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -58,7 +59,7 @@ def _member(
     group: str,
     name: str,
     topic: str,
-    **kw: object,
+    **kw: Any,
 ) -> ManagedConsumer:
     return ManagedConsumer(
         group,
@@ -68,7 +69,11 @@ def _member(
         mqtt_port=mqtt.port,
         mqtt_keepalive=1,
         **kw,
-    )  # type: ignore[arg-type]
+    )
+
+
+def _holds_all(member: ManagedConsumer) -> Callable[[], bool]:
+    return lambda: len(member.assignment) == 12
 
 
 async def _poll(*members: ManagedConsumer) -> None:
@@ -103,7 +108,7 @@ async def test_a_poison_record_in_the_compacted_topics_stops_no_start_and_no_mem
             await w1.start()
             polling = asyncio.create_task(_poll(w1))
             try:
-                await _until(lambda w=w1: len(w.assignment) == 12, "w1 to hold every partition")
+                await _until(_holds_all(w1), "w1 to hold every partition")
                 assert w1.failure is None
             finally:
                 polling.cancel()
@@ -149,7 +154,7 @@ async def test_with_signing_a_forged_grant_changes_nothing(
             member="w2",
             generation=2000,
             controller_epoch=1,
-            partitions=sorted([topic, p] for p in range(12)),
+            partitions=sorted((topic, p) for p in range(12)),
             topics=[topic],
             issued_at=time.time(),
             instance=w2._instance,
