@@ -87,6 +87,20 @@ def test_rendered_config_is_a_valid_daemon_config(name: str | None, tmp_path: Pa
     assert port == cfg.http.port
 
 
+def test_the_signing_key_is_mounted_from_its_secret_when_set() -> None:
+    assert "BALLAST_SIGNING" not in str(render(None))
+    pod = next(d for d in render("full.yaml") if d["kind"] == "Deployment")["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    path = env["BALLAST_SIGNING__PRIVATE_KEY_FILE"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "signing")
+    assert path.startswith(mount["mountPath"] + "/")
+    assert mount["readOnly"] is True
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "signing")
+    assert volume["secret"]["secretName"] == "ballast-signing"
+    assert volume["secret"]["items"] == [{"key": "signing.key", "path": "signing.key"}]
+
+
 def test_restricted_pod_security_and_probes() -> None:
     deployment = next(d for d in render("full.yaml") if d["kind"] == "Deployment")
     pod = deployment["spec"]["template"]["spec"]
@@ -103,7 +117,11 @@ def test_restricted_pod_security_and_probes() -> None:
     replica, secret = container["env"][0], container["env"][1]
     assert replica["valueFrom"]["fieldRef"] == {"fieldPath": "metadata.name"}
     assert secret["valueFrom"]["secretKeyRef"] == {"name": "ballast-mqtt", "key": "password"}
-    assert all("value" not in e for e in container["env"])
+    # inline values are paths to mounted Secrets, never secrets
+    assert all(
+        e.get("value", "/var/run/secrets/").startswith("/var/run/secrets/")
+        for e in container["env"]
+    )
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
 
 
