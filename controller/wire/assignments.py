@@ -41,7 +41,7 @@ def log_entry(
     """One message of the assignments topic as a log entry (a member's record, its
     tombstone, or a fence marker); None, after ``on_invalid``, when it is malformed or
     (with a ``verifier``) not signed by the controller's key. Never raises."""
-    source = f"{msg.topic}[{msg.partition}]@{msg.offset} key {_shown(msg.key)}"
+    source = f"{msg.topic}[{msg.partition}]@{msg.offset}"
     headers = list(msg.headers or ())
     try:
         if verifier is not None:
@@ -57,18 +57,18 @@ def log_entry(
         rec = None if msg.value is None else decode(Assignment, msg.value, source)
         if rec is not None and (rec.group != group or rec.member != member):
             raise DecodeError(source, "key disagrees with the record body")
-        generation = _int_header(headers, GENERATION_HEADER, source)
-        epoch = _int_header(headers, EPOCH_HEADER, source)
+        named = dict(headers)
+        generation = _int_header(named.get(GENERATION_HEADER), GENERATION_HEADER, source)
+        epoch = _int_header(named.get(EPOCH_HEADER), EPOCH_HEADER, source)
     except DecodeError as exc:
         if on_invalid:
-            on_invalid(str(exc))
+            on_invalid(f"{source} key {_shown(msg.key)}: {exc.reason}")
         return None
     return LoggedRecord(group, member, rec, msg.partition, msg.offset, generation, epoch)
 
 
-def _int_header(headers: list[tuple[str, bytes]], name: str, source: str) -> int | None:
+def _int_header(raw: object, name: str, source: str) -> int | None:
     """A generation or epoch header (None if absent); one out of range spoils the record."""
-    raw = dict(headers).get(name)
     if raw is None:
         return None
     if not (isinstance(raw, bytes) and 0 < len(raw) <= 19 and raw.isdigit()):

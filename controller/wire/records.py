@@ -524,6 +524,11 @@ def partition_key(group: str, topic: str, partition: int) -> bytes:
 _NAME = re.compile(r"[A-Za-z0-9._\-]{1,249}")
 _MEMBER = re.compile(r"[A-Za-z0-9._\-:@]{1,255}")
 _PARTITION = re.compile(r"[0-9]{1,10}")
+#: Whole valid keys in one match (the common case); the field checks say what is wrong.
+_KEYS = {
+    2: re.compile(rf"{_NAME.pattern}/{_MEMBER.pattern}"),
+    3: re.compile(rf"{_NAME.pattern}/{_NAME.pattern}/{_PARTITION.pattern}"),
+}
 
 
 def split_key(key: bytes | None, source: str, parts: int = 2) -> list[str]:
@@ -539,6 +544,9 @@ def split_key(key: bytes | None, source: str, parts: int = 2) -> list[str]:
     except UnicodeDecodeError:
         raise DecodeError(source, "key is not UTF-8") from None
     fields = text.split("/")
+    whole = _KEYS.get(parts)
+    if whole is not None and whole.fullmatch(text) and (parts == 2 or len(fields[2]) < 10):
+        return fields  # below 10 digits, a partition number is in range
     if len(fields) != parts or not all(fields):
         raise DecodeError(source, f"key {text!r} is not {'/'.join(['<x>'] * parts)}")
     last = _MEMBER if parts == 2 else _PARTITION
