@@ -350,15 +350,7 @@ class ManagedConsumer:
         """A clean leave on a short MQTT session of its own: the presence task's session
         ended with a DISCONNECT (no Will), so without this the retained presence would
         keep saying this member is here."""
-        host, port, keepalive = self._mqtt
-        async with member_client(
-            host,
-            port,
-            f"ballast-{self.group}-{self.member}",
-            self._presence_topic,
-            keepalive,
-            auth=self._mqtt_auth,
-        ) as client:
+        async with self._presence_link() as client:
             await client.publish(self._presence_topic, self._presence("leaving").encode(), qos=1)
             await client.publish(self._presence_topic, b"", qos=1, retain=True)
 
@@ -587,21 +579,25 @@ class ManagedConsumer:
         elif self._producer is not None:
             await self._producer.send_and_wait(self._heartbeat_topic, body, key=self._key)
 
+    def _presence_link(self) -> aiomqtt.Client:
+        """A session on the member's presence topic, with the Will that clears it."""
+        host, port, keepalive = self._mqtt
+        return member_client(
+            host,
+            port,
+            f"ballast-{self.group}-{self.member}",
+            self._presence_topic,
+            keepalive,
+            auth=self._mqtt_auth,
+        )
+
     async def _mqtt_loop(self, connected: asyncio.Event) -> None:
         """Keep the MQTT session (with its Will) up; announce again after every reconnect,
         since a restarted broker may have lost the retained presence."""
-        host, port, keepalive = self._mqtt
         backoff = 0.2
         while True:
             try:
-                async with member_client(
-                    host,
-                    port,
-                    f"ballast-{self.group}-{self.member}",
-                    self._presence_topic,
-                    keepalive,
-                    auth=self._mqtt_auth,
-                ) as client:
+                async with self._presence_link() as client:
                     self._mqtt_client = client
                     await self._announce()
                     connected.set()

@@ -69,10 +69,7 @@ class Signer:
 
     @classmethod
     def from_file(cls, path: Path) -> Signer:
-        try:
-            key = serialization.load_pem_private_key(_read(path, "private"), password=None)
-        except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
-            raise KeyFileError(f"{path}: not a PEM private key without password ({exc})") from None
+        key = _load(path, "private")
         if not isinstance(key, Ed25519PrivateKey):
             raise KeyFileError(f"{path}: not an Ed25519 private key")
         return cls(key)
@@ -92,10 +89,7 @@ class Verifier:
 
     @classmethod
     def from_file(cls, path: Path) -> Verifier:
-        try:
-            key = serialization.load_pem_public_key(_read(path, "public"))
-        except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
-            raise KeyFileError(f"{path}: not a PEM public key ({exc})") from None
+        key = _load(path, "public")
         if not isinstance(key, Ed25519PublicKey):
             raise KeyFileError(f"{path}: not an Ed25519 public key")
         return cls(key)
@@ -141,11 +135,20 @@ def generate(directory: Path) -> tuple[Path, Path]:
     return private, public
 
 
-def _read(path: Path, kind: str) -> bytes:
+def _load(path: Path, kind: Literal["private", "public"]) -> object:
+    """A PEM key file's key; ``KeyFileError`` says what is wrong."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise KeyFileError(f"{path}: cannot read the {kind} key: {exc.strerror}") from None
     if len(data) > 64 * 1024:
         raise KeyFileError(f"{path}: {len(data)} bytes is not a {kind} key file")
-    return data
+    key: object
+    try:
+        if kind == "private":
+            key = serialization.load_pem_private_key(data, password=None)
+        else:
+            key = serialization.load_pem_public_key(data)
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+        raise KeyFileError(f"{path}: not a PEM {kind} key without password ({exc})") from None
+    return key
