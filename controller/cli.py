@@ -30,6 +30,7 @@ from controller.tasks import cancel_and_wait
 from controller.tools import demo, dev, operator
 from controller.tools.audit import run_audit
 from controller.tools.scenario import load_current, load_scenario
+from controller.wire.presence import MqttAuth
 from controller.wire.records import json_schemas
 from controller.wire.signing import KeyFileError, Verifier, generate
 
@@ -201,9 +202,22 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             rack=args.rack,
             capacity=args.capacity,
             verify_key=None if args.public_key is None else _verifier(args.public_key),
+            mqtt_auth=_mqtt_login(args.mqtt_user, args.mqtt_password_file),
         )
     )
     return 0
+
+
+def _mqtt_login(user: str | None, password_file: Path | None) -> MqttAuth | None:
+    if (user is None) != (password_file is None):
+        raise InputError("--mqtt-user and --mqtt-password-file go together")
+    if user is None or password_file is None:
+        return None
+    try:
+        password = password_file.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise InputError(f"--mqtt-password-file {password_file}: {exc.strerror}") from None
+    return MqttAuth(user, password)
 
 
 def _capacity(value: str) -> float:
@@ -338,7 +352,16 @@ def _rack_arg(text: str) -> tuple[str, str]:
 
 def _cmd_dev(args: argparse.Namespace) -> int:
     if args.dev == "up":
-        print(dev.up(args.dir, args.kafka_port, args.mqtt_port, args.http_port).summary())
+        members = tuple(m for m in args.members.split(",") if m)
+        started = dev.up(
+            args.dir,
+            args.kafka_port,
+            args.mqtt_port,
+            args.http_port,
+            members=members,
+            mqtt=args.mqtt,
+        )
+        print(started.summary())
     elif args.dev == "down":
         stack = dev.find(args.dir)
         stopped = dev.down(stack) if stack else []
@@ -489,9 +512,21 @@ def _add_operator_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
 def _add_dev_command(sub: argparse._SubParsersAction[_Parser]) -> None:
     p = sub.add_parser("dev", help="embedded brokers left running, to try `ballast run` by hand")
     steps = p.add_subparsers(dest="dev", required=True)
-    up = steps.add_parser("up", help="start Kafka (Tansu) and MQTT (amqtt) on loopback")
+    up = steps.add_parser("up", help="start Kafka (Tansu) and MQTT on loopback")
     up.add_argument("--kafka-port", type=int, default=9092, help="Kafka listener port")
     up.add_argument("--mqtt-port", type=int, default=1883, help="MQTT listener port")
+    up.add_argument(
+        "--mqtt",
+        choices=("auto", "mosquitto", "amqtt"),
+        default="auto",
+        help="MQTT broker: mosquitto (per-member passwords and ACL; auto when installed) "
+        "or amqtt (no authentication)",
+    )
+    up.add_argument(
+        "--members",
+        default=",".join(dev.MEMBERS),
+        help="members to make MQTT users for (comma-separated; mosquitto only)",
+    )
     up.add_argument("--http-port", type=int, default=8080, help="HTTP port in the written config")
     steps.add_parser("down", help="stop the brokers `dev up` started")
     steps.add_parser("show", help="print the running brokers and what to run next")
@@ -586,6 +621,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--public-key", type=Path, help="the controller's public key: act on signed records only"
     )
+    p.add_argument("--mqtt-user", help="MQTT user name (its member id, with per-member ACLs)")
+    p.add_argument("--mqtt-password-file", type=Path, help="file holding the MQTT password")
     p.set_defaults(func=_cmd_worker)
 
     p = sub.add_parser("audit", help="check the invariants against the assignments topic's history")

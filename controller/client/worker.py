@@ -22,6 +22,7 @@ from aiokafka.errors import KafkaError
 
 from controller import logs
 from controller.client.consumer import ManagedConsumer
+from controller.wire.presence import MqttAuth
 from controller.wire.signing import Verifier
 
 log = logs.get("ballast.worker")
@@ -41,6 +42,7 @@ async def run_worker(
     rack: str | None = None,
     capacity: float | None = None,
     verify_key: Verifier | None = None,
+    mqtt_auth: MqttAuth | None = None,
 ) -> None:
     logs.configure("info", "json")
     stop = asyncio.Event()
@@ -66,6 +68,7 @@ async def run_worker(
         rack=rack,
         capacity=capacity,
         verify_key=verify_key,
+        mqtt_auth=mqtt_auth,
         on_partitions_assigned=lambda tps: note("granted", tps),
         on_partitions_revoked=lambda tps: note("revoked", tps),
     )

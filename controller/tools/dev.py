@@ -3,8 +3,12 @@ with a controller config and an admin token that work against them. The path fro
 demo to running the controller (and a fleet) by hand.
 
 Everything lives in one directory (``.ballast-dev`` by default): the brokers' logs, their
-pids and ports (``state.json``), ``ballast.yaml`` and ``admin-token``. Nothing here is for
-production, which points Ballast at its own Kafka and MQTT.
+pids and ports (``state.json``), ``ballast.yaml``, ``admin-token`` and, with Mosquitto,
+``mqtt/<user>.password``. MQTT authenticates by default: with Mosquitto installed, each
+of the named members gets its own generated password and may write only its own
+presence (docs/operations.md, "Security model"). amqtt, the fallback, cannot keep a
+member's Will off another member's topic, so it runs without authentication and says
+so. Nothing here is for production, which points Ballast at its own Kafka and MQTT.
 """
 
 from __future__ import annotations
@@ -14,18 +18,23 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import secrets
 import signal
 import socket
 import time
 from pathlib import Path
+from typing import Literal
 
 from controller.errors import InputError
 from controller.tools import embedded
+from controller.tools.embedded import CONTROLLER_USER
 
 DEFAULT_DIR = Path(".ballast-dev")
 GROUP = "orders-fleet"
 TOPIC = "orders"
+MEMBERS = ("w1", "w2", "w3")
+_MEMBER = re.compile(r"[A-Za-z0-9._\-:@]{1,255}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +44,10 @@ class DevStack:
     mqtt_port: int
     http_port: int
     pids: dict[str, int]
+    #: ``mosquitto`` (authenticated) or ``amqtt`` (anonymous).
+    mqtt_broker: str = "amqtt"
+    #: Members with MQTT credentials (none without authentication).
+    members: tuple[str, ...] = ()
 
     @property
     def config(self) -> Path:
@@ -44,19 +57,29 @@ class DevStack:
     def token_file(self) -> Path:
         return self.dir / "admin-token"
 
+    def password_file(self, user: str) -> Path:
+        return self.dir / "mqtt" / f"{user}.password"
+
     def summary(self) -> str:
         d = self.dir
         k = f"127.0.0.1:{self.kafka_port}"
+        broker = self.mqtt_broker
+        if self.members:
+            mqtt = f"{broker}, pid {self.pids[broker]}; members {', '.join(self.members)}"
+            login = f" --mqtt-user w1 --mqtt-password-file {self.password_file('w1')}"
+        else:
+            mqtt = f"{broker}, pid {self.pids[broker]}; no authentication: install mosquitto"
+            login = ""
         return "\n".join(
             [
                 f"kafka   {k}  (Tansu, pid {self.pids['tansu']}, logs in {d})",
-                f"mqtt    127.0.0.1:{self.mqtt_port}  (amqtt, pid {self.pids['amqtt']})",
+                f"mqtt    127.0.0.1:{self.mqtt_port}  ({mqtt})",
                 f"topic   {TOPIC} (12 partitions), consumed by group {GROUP}",
                 f"config  {self.config}",
                 "",
                 "next:",
                 f"  ballast run --config {self.config}",
-                f"  ballast worker --bootstrap {k} --mqtt-port {self.mqtt_port} "
+                f"  ballast worker --bootstrap {k} --mqtt-port {self.mqtt_port}{login} "
                 f"--group {GROUP} --topic {TOPIC} --member w1 --out {d}/w1.log",
                 f"  export BALLAST_URL=http://127.0.0.1:{self.http_port} "
                 f"BALLAST_TOKEN_FILE={self.token_file}",
@@ -80,8 +103,24 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def up(directory: Path, kafka_port: int, mqtt_port: int, http_port: int) -> DevStack:
-    """Start both brokers (detached), create the demo topic, write config and token."""
+def up(
+    directory: Path,
+    kafka_port: int,
+    mqtt_port: int,
+    http_port: int,
+    *,
+    members: tuple[str, ...] = MEMBERS,
+    mqtt: Literal["auto", "mosquitto", "amqtt"] = "auto",
+) -> DevStack:
+    """Start both brokers (detached), create the demo topic, write config, token and (with
+    Mosquitto) every MQTT user's generated password."""
+    if mqtt == "auto":
+        mqtt = "mosquitto" if embedded.mosquitto_path() else "amqtt"
+    elif mqtt == "mosquitto" and embedded.mosquitto_path() is None:
+        raise InputError("--mqtt mosquitto: mosquitto is not installed (apt-get install mosquitto)")
+    for member in members:
+        if not _MEMBER.fullmatch(member):
+            raise InputError(f"--members: {member!r} is not a member id ([A-Za-z0-9._-:@])")
     existing = find(directory)
     if existing is not None and running(existing):
         raise InputError(f"{directory}: brokers already running (`ballast dev down` stops them)")
@@ -89,20 +128,32 @@ def up(directory: Path, kafka_port: int, mqtt_port: int, http_port: int) -> DevS
         if not _port_free(port):
             raise InputError(f"{name} {port}: the port is in use; pick another")
     directory.mkdir(parents=True, exist_ok=True)
+    users = {}
+    if mqtt == "mosquitto":
+        (directory / "mqtt").mkdir(exist_ok=True)
+        users = {name: secrets.token_urlsafe(18) for name in (CONTROLLER_USER, *members)}
+        for name, password in users.items():
+            _private(directory / "mqtt" / f"{name}.password", password)
     kafka = embedded.tansu(directory, kafka_port).start(outlive_parent=True)
     try:
-        mqtt = embedded.amqtt(directory, mqtt_port).start(outlive_parent=True)
+        if mqtt == "mosquitto":
+            broker = embedded.mosquitto(directory, mqtt_port, users)
+        else:
+            broker = embedded.amqtt(directory, mqtt_port)
+        broker.start(outlive_parent=True)
     except BaseException:
         kafka.stop()
         raise
     assert kafka.proc is not None
-    assert mqtt.proc is not None
+    assert broker.proc is not None
     stack = DevStack(
         directory,
         kafka.port,
-        mqtt.port,
+        broker.port,
         http_port,
-        {"tansu": kafka.proc.pid, "amqtt": mqtt.proc.pid},
+        {"tansu": kafka.proc.pid, mqtt: broker.proc.pid},
+        mqtt,
+        tuple(members) if users else (),
     )
     try:
         asyncio.run(embedded.create_topics(kafka.address, {TOPIC: 12}))
@@ -111,22 +162,32 @@ def up(directory: Path, kafka_port: int, mqtt_port: int, http_port: int) -> DevS
         raise
     fields = {k: v for k, v in dataclasses.asdict(stack).items() if k != "dir"}
     _state_file(directory).write_text(json.dumps(fields) + "\n")
-    # Created owner-only, so the token is never readable by others, not even briefly.
-    stack.token_file.unlink(missing_ok=True)
-    fd = os.open(stack.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as token:
-        token.write(secrets.token_urlsafe(24) + "\n")
+    _private(stack.token_file, secrets.token_urlsafe(24))
+    login = ""
+    if users:
+        login = (
+            f", username: {CONTROLLER_USER},\n"
+            f"       password_file: {stack.password_file(CONTROLLER_USER).resolve()}"
+        )
     stack.config.write_text(
         "# Written by `ballast dev up` for its embedded brokers; config/ballast.yaml documents\n"
         "# every key.\n"
         f'kafka: {{bootstrap_servers: "127.0.0.1:{kafka.port}", idempotent_producer: false}}\n'
-        f"mqtt: {{host: 127.0.0.1, port: {mqtt.port}}}\n"
+        f"mqtt: {{host: 127.0.0.1, port: {broker.port}{login}}}\n"
         f"groups: [{{name: {GROUP}}}]\n"
         f"http: {{host: 127.0.0.1, port: {http_port},\n"
         f"       admin_token_file: {stack.token_file.resolve()}}}\n"
         "startup: {timeout: 30s}\n"
     )
     return stack
+
+
+def _private(path: Path, secret: str) -> None:
+    """Created owner-only, so a secret is never readable by others, not even briefly."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(secret + "\n")
 
 
 def find(directory: Path) -> DevStack | None:
@@ -142,6 +203,8 @@ def find(directory: Path) -> DevStack | None:
             int(raw["mqtt_port"]),
             int(raw["http_port"]),
             {str(k): int(v) for k, v in raw["pids"].items()},
+            str(raw.get("mqtt_broker", "amqtt")),
+            tuple(str(m) for m in raw.get("members", ())),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise InputError(f"{path}: unreadable ({exc}); remove it and stop the brokers") from None
@@ -153,7 +216,7 @@ def _ours(pid: int) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return b"tansu" in cmdline or b"amqtt" in cmdline
+    return any(name in cmdline for name in (b"tansu", b"amqtt", b"mosquitto"))
 
 
 def running(stack: DevStack) -> bool:

@@ -197,16 +197,52 @@ def durable_tansu(
     return broker
 
 
-def mosquitto(workdir: Path, port: int | None = None) -> BrokerProcess:
-    """Debian's Mosquitto, anonymous on loopback (faster than amqtt for big fleets)."""
+#: Who may publish where (docs/operations.md, "Security model"): the controller reads
+#: every presence, a member (its user name is its member id) writes only its own; a Will
+#: aimed elsewhere is dropped by Mosquitto (amqtt delivers it, so amqtt cannot do this).
+MEMBER_ACL = """\
+user ballast-controller
+topic read ballast/#
+
+pattern write ballast/+/members/%u
+"""
+CONTROLLER_USER = "ballast-controller"
+
+
+def mosquitto_path() -> str | None:
+    """Debian's Mosquitto, when installed."""
+    found = shutil.which("mosquitto")
+    if found is None and Path("/usr/sbin/mosquitto").exists():
+        found = "/usr/sbin/mosquitto"
+    return found
+
+
+def mosquitto(
+    workdir: Path, port: int | None = None, users: Mapping[str, str] | None = None
+) -> BrokerProcess:
+    """Debian's Mosquitto on loopback (faster than amqtt for big fleets): anonymous, or
+    with ``users`` (name -> password) only those, under ``MEMBER_ACL``."""
     port = port or free_port()
     config = workdir / f"mosquitto-{port}.conf"
     user = "root" if os.geteuid() == 0 else os.environ.get("USER", "nobody")
-    config.write_text(
-        f"user {user}\nlistener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-        "max_queued_messages 100000\n"
-    )
-    exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    lines = [f"user {user}", f"listener {port} 127.0.0.1", "persistence false"]
+    lines.append("max_queued_messages 100000")
+    if users is None:
+        lines.append("allow_anonymous true")
+    else:
+        passwd, acl = workdir / f"mosquitto-{port}.passwd", workdir / f"mosquitto-{port}.acl"
+        passwd.write_text("")
+        passwd.chmod(0o600)
+        for name, password in sorted(users.items()):
+            subprocess.run(
+                ["mosquitto_passwd", "-b", str(passwd), name, password],
+                check=True,
+                capture_output=True,
+            )
+        acl.write_text(MEMBER_ACL)
+        lines += ["allow_anonymous false", f"password_file {passwd}", f"acl_file {acl}"]
+    config.write_text("\n".join(lines) + "\n")
+    exe = mosquitto_path() or "/usr/sbin/mosquitto"
     return BrokerProcess(
         "mosquitto", port, [exe, "-c", str(config)], workdir / f"mosquitto-{port}.log"
     )

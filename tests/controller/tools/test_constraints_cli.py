@@ -31,7 +31,7 @@ async def test_constraints_are_applied_and_survive_a_restart(tmp_path: Path) -> 
     state = tmp_path / "dev"
     http_port = embedded.free_port()
     up = subprocess.run(
-        [BIN, "dev", "up", "--dir", str(state), "--kafka-port", str(embedded.free_port()),
+        [BIN, "dev", "up", "--dir", str(state), "--mqtt", "amqtt", "--kafka-port", str(embedded.free_port()),
          "--mqtt-port", str(embedded.free_port()), "--http-port", str(http_port)],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip

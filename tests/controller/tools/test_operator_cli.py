@@ -47,6 +47,8 @@ async def test_dev_up_run_and_operate(tmp_path: Path) -> None:
             "up",
             "--dir",
             str(state),
+            "--mqtt",
+            "amqtt",  # the simulated fleet logs in anonymously
             "--kafka-port",
             str(embedded.free_port()),
             "--mqtt-port",
