@@ -9,7 +9,9 @@ in production) it costs one dictionary lookup.
 Points: ``acquire.after_read`` (log read, no epoch yet), ``acquire.before_epoch`` (epoch
 computed, not committed), ``acquire.before_fence`` (epoch held, markers not written),
 ``publish.after_confirm`` (leadership confirmed, records not produced),
-``release.before_cancel`` (shards revoked, group loops still running).
+``release.before_cancel`` (shards revoked, group loops still running),
+``admin.after_save`` (an operator action acknowledged by the constraints topic, not yet
+applied).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ POINTS = (
     "acquire.before_fence",
     "publish.after_confirm",
     "release.before_cancel",
+    "admin.after_save",
 )
 
 

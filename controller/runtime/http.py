@@ -17,9 +17,11 @@ from pydantic import ValidationError
 
 from controller import logs
 from controller.core.group import effective_constraints
+from controller.runtime import faultpoints
 from controller.runtime.daemon import Controller
 from controller.runtime.group_view import constraints_view, group_summary
-from controller.wire.records import ConstraintPatch, ConstraintsRecord, problems
+from controller.runtime.replica_state import ManagedGroup
+from controller.wire.records import ConstraintPatch, ConstraintSet, ConstraintsRecord, problems
 
 log = logs.get("ballast.http")
 
@@ -68,7 +70,7 @@ def build_app(controller: Controller) -> web.Application:
             return web.json_response({"error": "this replica does not lead that group"}, status=404)
         return web.json_response(constraints_view(g))
 
-    lock = asyncio.Lock()  # one read-modify-write of the overrides at a time
+    lock = asyncio.Lock()  # one read-modify-write of the operator state at a time
 
     async def change_constraints(request: web.Request) -> web.Response:
         refused = _refused(controller, request, "constraints")
@@ -79,7 +81,8 @@ def build_app(controller: Controller) -> web.Application:
 
     def admin(action: str) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handle(request: web.Request) -> web.Response:
-            return _admin(controller, request, action)
+            async with lock:  # the operator state is one record: one change at a time
+                return await _admin(controller, request, action)
 
         return handle
 
@@ -146,21 +149,10 @@ async def _change_constraints(controller: Controller, request: web.Request) -> w
     except ValueError as exc:
         counter.labels("constraints", "invalid").inc()
         return web.json_response({"error": str(exc)}, status=400)
-    record = ConstraintsRecord(
-        group=group,
-        controller_epoch=g.epoch,
-        constraints=overrides,
-        replica=controller.replica,
-        issued_at=time.time(),
-    )
-    try:
-        await controller.constraints.save(record)
-    except Exception as exc:
+    failed = await _save(controller, g, overrides, state.paused, state.drained)
+    if failed is not None:
         counter.labels("constraints", "unavailable").inc()
-        log.warning("constraints_not_saved", group=group, error=repr(exc))
-        return web.json_response(
-            {"error": f"the constraints topic did not take the change: {exc!r}"}, status=503
-        )
+        return failed
     state.set_constraints(state.configured, overrides, time.monotonic())
     g.wake.set()
     counter.labels("constraints", "ok").inc()
@@ -176,7 +168,10 @@ async def _change_constraints(controller: Controller, request: web.Request) -> w
     return web.json_response(constraints_view(g))
 
 
-def _admin(controller: Controller, request: web.Request, action: str) -> web.Response:
+async def _admin(controller: Controller, request: web.Request, action: str) -> web.Response:
+    """Pause, resume, drain and undrain are acknowledged by the constraints topic before
+    they are applied (a restart or takeover in between applies them from there);
+    rebalance is a one-off and is not stored."""
     refused = _refused(controller, request, action)
     if refused is not None:
         return refused
@@ -185,8 +180,26 @@ def _admin(controller: Controller, request: web.Request, action: str) -> web.Res
     member = request.match_info.get("member")
     who = request.remote or "?"
     g = controller.groups[group]
-    now = time.monotonic()
     state = g.state
+    if member is not None:
+        known = member in state.presence or state.knows(member)
+        if (action == "drain" and not known) or (
+            action == "undrain" and member not in state.drained
+        ):
+            counter.labels(action, "not_found").inc()
+            what = "member" if action == "drain" else "drained member"
+            return web.json_response({"error": f"no {what} {member!r} in {group!r}"}, status=404)
+    if action != "rebalance":
+        paused = {"pause": True, "resume": False}.get(action, state.paused)
+        drained = set(state.drained)
+        if member is not None:
+            (drained.add if action == "drain" else drained.discard)(member)
+        failed = await _save(controller, g, state.overrides, paused, drained)
+        if failed is not None:
+            counter.labels(action, "unavailable").inc()
+            return failed
+        faultpoints.reached("admin.after_save")
+    now = time.monotonic()
     if action == "pause":
         state.paused = True
     elif action == "resume":
@@ -194,11 +207,10 @@ def _admin(controller: Controller, request: web.Request, action: str) -> web.Res
     elif action == "rebalance":
         state.force_rebalance(now)
     elif member is not None:
-        done = state.drain(member, now) if action == "drain" else state.undrain(member, now)
-        if not done:
-            counter.labels(action, "not_found").inc()
-            what = "member" if action == "drain" else "drained member"
-            return web.json_response({"error": f"no {what} {member!r} in {group!r}"}, status=404)
+        if action == "drain":
+            state.drain(member, now)
+        else:
+            state.undrain(member, now)
     g.wake.set()
     counter.labels(action, "ok").inc()
     log.info("admin_action", action=action, group=group, member=member, remote=who)
@@ -212,6 +224,34 @@ def _admin(controller: Controller, request: web.Request, action: str) -> web.Res
             "drained": sorted(state.drained),
         }
     )
+
+
+async def _save(
+    controller: Controller,
+    g: ManagedGroup,
+    overrides: ConstraintSet,
+    paused: bool,
+    drained: set[str],
+) -> web.Response | None:
+    """Store the group's operator state, acknowledged; the 503 to answer when the topic
+    did not take it (nothing is applied then)."""
+    record = ConstraintsRecord(
+        group=g.name,
+        controller_epoch=g.epoch,
+        constraints=overrides,
+        paused=paused,
+        drained=sorted(drained),
+        replica=controller.replica,
+        issued_at=time.time(),
+    )
+    try:
+        await controller.constraints.save(record)
+    except Exception as exc:
+        log.warning("operator_state_not_saved", group=g.name, error=repr(exc))
+        return web.json_response(
+            {"error": f"the constraints topic did not take the change: {exc!r}"}, status=503
+        )
+    return None
 
 
 async def serve(controller: Controller, host: str, port: int) -> web.AppRunner:

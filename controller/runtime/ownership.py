@@ -235,6 +235,11 @@ class Ownership:
             configured=self.cfg.group(name).constraints,
             overrides=overrides.constraints if overrides else None,
         )
+        if overrides is not None:  # what operators did, whether or not it took effect
+            state.paused = overrides.paused
+            for member in overrides.drained:
+                if not state.drain(member, now):
+                    state.drained.add(member)  # not here yet: kept empty when it comes
         state.adopt_racks({m: state.rack_for(m, p.rack) for m, p in heard.items()}, meta.racks)
         for p in heard.values():
             with contextlib.suppress(RejectedError):

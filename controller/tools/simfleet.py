@@ -204,8 +204,11 @@ class Fleet:
                 continue
             if rec is None:
                 # The controller declared it gone (e.g. its MQTT link dropped and the Will
-                # fired): hold nothing, as ManagedConsumer does on a tombstone.
+                # fired) or drained it: hold nothing and say so, as ManagedConsumer does on
+                # a tombstone (a presence still claiming the partitions would be refused
+                # by the next controller).
                 target.partitions = frozenset()
+                self._ack_soon(target)
                 continue
             if rec.generation > target.generation and self._apply(target, rec):
                 self._ack_soon(target)

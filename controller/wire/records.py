@@ -268,15 +268,26 @@ class ConstraintPatch(BaseModel):
         )
 
 
+def _members(value: list[str]) -> list[str]:
+    return sorted(set(value))
+
+
 class ConstraintsRecord(_Record):
-    """Value of key ``<group>`` on the compacted constraints topic: the constraints set
-    through the admin API (the config's are not stored). The record with the highest
-    ``controller_epoch`` counts, the later one at a tie: a deposed leader's late write
-    loses to its successor's."""
+    """Value of key ``<group>`` on the compacted constraints topic: what operators set
+    through the admin API (the config's constraints are not stored), acknowledged before
+    the controller acts on it, read at every start and takeover. The record with the
+    highest ``controller_epoch`` counts, the later one at a tie: a deposed leader's late
+    write loses to its successor's."""
 
     group: Name
     controller_epoch: NonNegative
     constraints: ConstraintSet
+    #: ``ballast pause``: the group publishes nothing until ``resume``.
+    paused: bool = False
+    #: ``ballast drain``: members kept empty until ``undrain`` (or until they leave).
+    drained: Annotated[list[MemberId], AfterValidator(_members)] = Field(
+        default_factory=list, max_length=100_000
+    )
     #: Who wrote it and when, for people reading the topic.
     replica: Annotated[str, Field(max_length=255)] | None = None
     issued_at: Timestamp
