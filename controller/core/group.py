@@ -351,7 +351,7 @@ class GroupState:
     def drain(self, member: str, now: float) -> bool:
         """Move every partition off ``member`` and keep it empty until ``undrain``. False
         when the group has no such member."""
-        if member not in self.presence and not self._known(member):
+        if not self.knows(member):
             return False
         self.drained.add(member)
         if self._known(member):
@@ -624,8 +624,9 @@ class GroupState:
             self._enqueue(MemberLeft(member), "leave", now)
 
     def knows(self, member: str) -> bool:
-        """Is ``member`` in the group (assigned, or joining in the coalesced events)?"""
-        return self._known(member)
+        """Is ``member`` in the group: announced, assigned, or joining in the coalesced
+        events?"""
+        return member in self.presence or self._known(member)
 
     def _known(self, member: str) -> bool:
         return self._subscription(member) is not None

@@ -22,6 +22,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     model_validator,
@@ -332,18 +333,20 @@ class SigningSettings(_Section):
     #: only records that verify with its public key (give that to the consumers). Unset:
     #: nothing is signed or checked, and anyone who may write the topics can grant.
     private_key_file: Path | None = None
+    _signer: Signer | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _loads(self) -> SigningSettings:
+        """Read once, here: a bad key file is a config error, named by ``check-config``."""
         if self.private_key_file is not None:
             try:
-                Signer.from_file(self.private_key_file)
+                self._signer = Signer.from_file(self.private_key_file)
             except KeyFileError as exc:
                 raise ValueError(str(exc)) from None
         return self
 
     def signer(self) -> Signer | None:
-        return None if self.private_key_file is None else Signer.from_file(self.private_key_file)
+        return self._signer
 
 
 class StartupSettings(_Section):
@@ -432,7 +435,12 @@ def _is_secret(path: list[str]) -> bool:
         if model is None:
             return False
     field = getattr(model, "model_fields", {}).get(path[-1])
-    return field is not None and "SecretStr" in repr(field.annotation)
+    return field is not None and _holds(field.annotation, SecretStr)
+
+
+def _holds(annotation: Any, kind: type) -> bool:
+    """Is ``kind`` the annotation or one of its arguments (``SecretStr | None``)?"""
+    return annotation is kind or any(_holds(a, kind) for a in getattr(annotation, "__args__", ()))
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

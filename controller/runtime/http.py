@@ -181,14 +181,12 @@ async def _admin(controller: Controller, request: web.Request, action: str) -> w
     who = request.remote or "?"
     g = controller.groups[group]
     state = g.state
-    if member is not None:
-        known = member in state.presence or state.knows(member)
-        if (action == "drain" and not known) or (
-            action == "undrain" and member not in state.drained
-        ):
-            counter.labels(action, "not_found").inc()
-            what = "member" if action == "drain" else "drained member"
-            return web.json_response({"error": f"no {what} {member!r} in {group!r}"}, status=404)
+    if member is not None and not (
+        state.knows(member) if action == "drain" else member in state.drained
+    ):
+        counter.labels(action, "not_found").inc()
+        what = "member" if action == "drain" else "drained member"
+        return web.json_response({"error": f"no {what} {member!r} in {group!r}"}, status=404)
     if action != "rebalance":
         paused = {"pause": True, "resume": False}.get(action, state.paused)
         drained = set(state.drained)

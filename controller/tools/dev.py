@@ -18,7 +18,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
 import secrets
 import signal
 import socket
@@ -29,12 +28,12 @@ from typing import Literal
 from controller.errors import InputError
 from controller.tools import embedded
 from controller.tools.embedded import CONTROLLER_USER
+from controller.wire.records import is_member_id
 
 DEFAULT_DIR = Path(".ballast-dev")
 GROUP = "orders-fleet"
 TOPIC = "orders"
 MEMBERS = ("w1", "w2", "w3")
-_MEMBER = re.compile(r"[A-Za-z0-9._\-:@]{1,255}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,9 +63,10 @@ class DevStack:
         d = self.dir
         k = f"127.0.0.1:{self.kafka_port}"
         broker = self.mqtt_broker
+        member = self.members[0] if self.members else MEMBERS[0]
         if self.members:
             mqtt = f"{broker}, pid {self.pids[broker]}; members {', '.join(self.members)}"
-            login = f" --mqtt-user w1 --mqtt-password-file {self.password_file('w1')}"
+            login = f" --mqtt-user {member} --mqtt-password-file {self.password_file(member)}"
         else:
             mqtt = f"{broker}, pid {self.pids[broker]}; no authentication: install mosquitto"
             login = ""
@@ -80,7 +80,7 @@ class DevStack:
                 "next:",
                 f"  ballast run --config {self.config}",
                 f"  ballast worker --bootstrap {k} --mqtt-port {self.mqtt_port}{login} "
-                f"--group {GROUP} --topic {TOPIC} --member w1 --out {d}/w1.log",
+                f"--group {GROUP} --topic {TOPIC} --member {member} --out {d}/{member}.log",
                 f"  export BALLAST_URL=http://127.0.0.1:{self.http_port} "
                 f"BALLAST_TOKEN_FILE={self.token_file}",
                 "  ballast status",
@@ -119,7 +119,7 @@ def up(
     elif mqtt == "mosquitto" and embedded.mosquitto_path() is None:
         raise InputError("--mqtt mosquitto: mosquitto is not installed (apt-get install mosquitto)")
     for member in members:
-        if not _MEMBER.fullmatch(member):
+        if not is_member_id(member):
             raise InputError(f"--members: {member!r} is not a member id ([A-Za-z0-9._-:@])")
     existing = find(directory)
     if existing is not None and running(existing):

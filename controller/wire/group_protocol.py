@@ -38,19 +38,18 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberAssignment,
     ConsumerProtocolMemberMetadata,
 )
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from assignors import STRATEGIES, TopicPartition, assign
 from controller import logs
 from controller.wire.records import (
     MAX_COUNTER,
     MAX_OFFSET,
-    MAX_PAYLOAD_BYTES,
     Name,
     Offset,
     Partition,
     PartitionNumber,
-    problems,
+    decode,
 )
 
 log = logs.get("ballast.group_protocol")
@@ -75,15 +74,8 @@ class UserData(BaseModel):
 
     @classmethod
     def read(cls, raw: bytes) -> UserData:
-        """The blob's claims; ``ValueError`` (with the reason) whatever else it holds."""
-        if len(raw) > MAX_PAYLOAD_BYTES:
-            raise ValueError(f"{len(raw)} bytes of user data")
-        try:
-            return cls.model_validate_json(raw)
-        except ValidationError as exc:
-            raise ValueError(problems(exc)) from None
-        except (TypeError, RecursionError, OverflowError) as exc:
-            raise ValueError(f"unreadable: {type(exc).__name__}") from None
+        """The blob's claims; ``ValueError`` (``DecodeError``) whatever else it holds."""
+        return decode(cls, raw, "user data")
 
 
 class BallastAssignor(AbstractPartitionAssignor):  # type: ignore[misc]

@@ -35,8 +35,12 @@ _new_tuple = tuple.__new__
 #: Larger payloads are rejected before parsing (a member of 10 000 partitions is ~200 KiB).
 MAX_PAYLOAD_BYTES = 1 << 20
 
-Name = Annotated[str, Field(min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._\-]+$")]
-MemberId = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9._\-:@]+$")]
+#: Kafka's characters for topic and group names; member ids may also hold ``:`` and ``@``.
+#: The records' fields and the keys (``split_key``) are checked against the same ones.
+_NAME_CHARS = r"[A-Za-z0-9._\-]"
+_MEMBER_CHARS = r"[A-Za-z0-9._\-:@]"
+Name = Annotated[str, Field(min_length=1, max_length=249, pattern=rf"^{_NAME_CHARS}+$")]
+MemberId = Annotated[str, Field(min_length=1, max_length=255, pattern=rf"^{_MEMBER_CHARS}+$")]
 #: Kafka's partition numbers are 32-bit, its offsets (so a lag in offsets) 64-bit: larger
 #: numbers are nobody's partition or lag, and would overflow downstream (a float, a pid,
 #: a metric). Epochs and generations stay a step below, so that the next one fits too.
@@ -45,6 +49,7 @@ MAX_COUNTER = (1 << 62) - 1
 NonNegative = Annotated[int, Field(ge=0, le=MAX_COUNTER, strict=True)]
 #: Unix seconds: finite, not before 1970 and not after the year 5138.
 Timestamp = Annotated[float, Field(ge=0, le=1e11, allow_inf_nan=False)]
+PositiveTimestamp = Annotated[float, Field(gt=0, le=1e11, allow_inf_nan=False)]
 PartitionNumber = Annotated[int, Field(ge=0, le=MAX_PARTITION, strict=True)]
 Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET, strict=True)]
 Partition = tuple[Name, PartitionNumber]
@@ -156,7 +161,7 @@ class Assignment(_Record):
     issued_at: Timestamp
     #: Unix time the controller lost this member's presence (it is in leave grace). A
     #: new leader counts the grace from here, so takeovers do not restart the clock.
-    absent_since: Annotated[float, Field(gt=0, le=1e11)] | None = None
+    absent_since: PositiveTimestamp | None = None
     #: The member's client process (``Presence.instance``) this grant was issued to. A
     #: restarted process consumes nothing from a record issued to its predecessor: it
     #: waits until the controller has seen it and issued the record again. None: any.
@@ -331,7 +336,7 @@ class OffsetSample(_Record):
     #: partition under ``auto_offset_reset: earliest``).
     log_start: Offset | None = None
     #: Event time, Unix seconds.
-    sampled_at: Annotated[float, Field(gt=0, le=1e11)]
+    sampled_at: PositiveTimestamp
     #: Who observed it: the controller's offset poller or a client's self-report.
     source: Literal["controller", "client"] = "controller"
 
@@ -483,7 +488,7 @@ class LoggedFence:
 
 Logged = LoggedRecord | LoggedFence
 
-R = TypeVar("R", bound=_Record)
+R = TypeVar("R", bound=BaseModel)
 
 
 def decode(model: type[R], payload: bytes | None, source: str) -> R:
@@ -532,14 +537,19 @@ def partition_key(group: str, topic: str, partition: int) -> bytes:
     return f"{group}/{topic}/{partition}".encode()
 
 
-_NAME = re.compile(r"[A-Za-z0-9._\-]{1,249}")
-_MEMBER = re.compile(r"[A-Za-z0-9._\-:@]{1,255}")
+_NAME = re.compile(rf"{_NAME_CHARS}{{1,249}}")
+_MEMBER = re.compile(rf"{_MEMBER_CHARS}{{1,255}}")
 _PARTITION = re.compile(r"[0-9]{1,10}")
 #: Whole valid keys in one match (the common case); the field checks say what is wrong.
 _KEYS = {
     2: re.compile(rf"{_NAME.pattern}/{_MEMBER.pattern}"),
     3: re.compile(rf"{_NAME.pattern}/{_NAME.pattern}/{_PARTITION.pattern}"),
 }
+
+
+def is_member_id(text: str) -> bool:
+    """Would ``text`` pass as a member id in every record and key?"""
+    return _MEMBER.fullmatch(text) is not None
 
 
 def split_key(key: bytes | None, source: str, parts: int = 2) -> list[str]:
