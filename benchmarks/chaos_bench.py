@@ -1,6 +1,6 @@
 """Long fault runs (docs/fencing.md, docs/operations.md "Fault suite"):
 
-    .venv/bin/python benchmarks/chaos_bench.py --seeds 1 2 3 --faults 100
+    .venv/bin/python benchmarks/chaos_bench.py --seeds 1 2 3 --faults 100 [--broker tansu]
 
 One JSON line per seed: faults by kind, records produced/processed, lost, duplicates by
 cause, overlaps, longest ungranted gap, audit result. Exit 1 if any run broke an
@@ -23,6 +23,10 @@ async def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--faults", type=int, default=100)
     parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--broker", choices=("kafka", "tansu"), default="kafka")
+    parser.add_argument(
+        "--no-transactions", action="store_true", help="on Kafka: epoch fencing only"
+    )
     parser.add_argument("--keep", type=Path, help="keep each run's files under this folder")
     args = parser.parse_args()
     ok = True
@@ -30,7 +34,12 @@ async def main() -> int:
         with tempfile.TemporaryDirectory(prefix=f"chaos-{seed}-") as tmp:
             workdir = args.keep / f"seed-{seed}" if args.keep else Path(tmp)
             workdir.mkdir(parents=True, exist_ok=True)
-            async with Run(workdir, replicas=args.replicas) as run:
+            async with Run(
+                workdir,
+                replicas=args.replicas,
+                broker=args.broker,
+                transactions=not args.no_transactions,
+            ) as run:
                 result = await run.run(seed=seed, faults=args.faults)
         print(json.dumps(result), flush=True)
         ok = ok and bool(result["ok"])

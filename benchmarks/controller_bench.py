@@ -43,7 +43,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from promscrape import group_summary, pct, scrape
 
 from assignors import TopicPartition
-from controller.tools import embedded
+from controller.tools import apache_kafka, embedded
 from controller.tools.simfleet import Fleet, SimMember
 
 DELAY = 0.2
@@ -65,10 +65,11 @@ async def bench(
     burst: int,
     log_dir: Path | None = None,
     log_level: str = "info",
+    broker: apache_kafka.BrokerKind = "kafka",
 ) -> dict[str, object]:
     with (
         tempfile.TemporaryDirectory(prefix="ballast-bench-") as tmp,
-        embedded.tansu(Path(tmp)).start() as kafka,
+        apache_kafka.running(broker, Path(tmp)) as kafka,
         embedded.mosquitto(Path(tmp)).start() as mqtt,
     ):
         admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
@@ -79,7 +80,7 @@ async def bench(
         port = embedded.free_port()
         config = Path(tmp) / "ballast.yaml"
         config.write_text(
-            f"kafka: {{bootstrap_servers: '{kafka.address}', idempotent_producer: false}}\n"
+            f"kafka: {json.dumps(apache_kafka.kafka_settings(broker, kafka.address))}\n"
             f"mqtt: {{port: {mqtt.port}, keepalive: 30}}\n"
             f"rebalance: {{delay: {DELAY}, leave_grace: 30, handoff_timeout: 60}}\n"
             "lag: {source: none}\n"
@@ -241,6 +242,7 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=500)
     parser.add_argument("--log-dir", type=Path, help="keep the daemon's log here")
     parser.add_argument("--log-level", default="info", help="the daemon's log level")
+    parser.add_argument("--broker", choices=apache_kafka.BROKER_KINDS, default="kafka")
     args = parser.parse_args()
     result = asyncio.run(
         bench(
@@ -251,6 +253,7 @@ def main() -> None:
             args.burst,
             args.log_dir,
             args.log_level,
+            args.broker,
         )
     )
     print(json.dumps(result, indent=2))

@@ -26,7 +26,7 @@ from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitio
 
 from assignors import TopicPartition
 from controller.client import GroupLag, group_assignor
-from controller.tools import embedded
+from controller.tools import apache_kafka, embedded
 
 Holdings = dict[str, frozenset[TopicPartition]]
 VARIANTS = ("aiokafka-sticky", "ballast-sticky", "ballast-lagsticky")
@@ -154,9 +154,13 @@ async def main() -> int:
     # Above LagPolicy.min_lag (1 000): below it, lag-aware strategies leave skew alone.
     parser.add_argument("--backlog", type=int, default=1500, help="records on each hot partition")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument("--broker", choices=apache_kafka.BROKER_KINDS, default="kafka")
     args = parser.parse_args()
     rng = random.Random(7)
-    with tempfile.TemporaryDirectory() as tmp, embedded.tansu(Path(tmp)).start() as kafka:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        apache_kafka.running(args.broker, Path(tmp)) as kafka,
+    ):
         for n in args.consumers:
             partitions = n * args.per_consumer
             topic = f"bench-{n}"

@@ -34,7 +34,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from controller.client import ManagedConsumer
-from controller.tools import embedded
+from controller.tools import apache_kafka, embedded
 
 PER_CONSUMER = 4
 
@@ -87,13 +87,14 @@ async def ballast_run(
     tmp: Path,
     reader_wait_ms: int = 500,
     poll_ms: int = 100,
+    broker: apache_kafka.BrokerKind = "kafka",
 ) -> dict[str, Any]:
     topic, group = "ballast-bench", "ballast-bench"
     await embedded.create_topics(kafka.address, {topic: n * PER_CONSUMER})
     port = embedded.free_port()
     config = tmp / "ballast.yaml"
     config.write_text(
-        f"kafka: {{bootstrap_servers: '{kafka.address}', idempotent_producer: false}}\n"
+        f"kafka: {json.dumps(apache_kafka.kafka_settings(broker, kafka.address))}\n"
         f"mqtt: {{port: {mqtt.port}, keepalive: 2}}\n"
         "rebalance: {delay: 100ms, leave_grace: 0s, handoff_timeout: 10s}\n"
         "lag: {source: none}\n"
@@ -285,13 +286,16 @@ def summary(values: list[float]) -> dict[str, float]:
 
 
 async def main_async(
-    consumers: int, events: int, reader_wait_ms: int, poll_ms: int
+    consumers: int, events: int, reader_wait_ms: int, poll_ms: int, broker: apache_kafka.BrokerKind
 ) -> dict[str, Any]:
     with (
         tempfile.TemporaryDirectory(prefix="ballast-handoff-") as tmp,
-        embedded.brokers(Path(tmp)) as (kafka, mqtt),
+        apache_kafka.running(broker, Path(tmp)) as kafka,
+        embedded.amqtt(Path(tmp)).start() as mqtt,
     ):
-        ours = await ballast_run(kafka, mqtt, consumers, events, Path(tmp), reader_wait_ms, poll_ms)
+        ours = await ballast_run(
+            kafka, mqtt, consumers, events, Path(tmp), reader_wait_ms, poll_ms, broker
+        )
         peer = await group_run(kafka, consumers, events)
     out = {"consumers": consumers, "ballast": ours, "group_protocol": peer}
     if ours["clean_leave_ms"] and peer["clean_leave_ms"]:
@@ -320,8 +324,11 @@ def main() -> None:
         default=100,
         help="the timeout of each Ballast consumer's getmany (async for uses 1000)",
     )
+    parser.add_argument("--broker", choices=apache_kafka.BROKER_KINDS, default="kafka")
     args = parser.parse_args()
-    out = main_async(args.consumers, args.events, args.assignments_fetch_wait_ms, args.poll_ms)
+    out = main_async(
+        args.consumers, args.events, args.assignments_fetch_wait_ms, args.poll_ms, args.broker
+    )
     print(json.dumps(asyncio.run(out), indent=2))
 
 

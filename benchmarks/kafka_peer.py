@@ -1,48 +1,58 @@
 """Apache Kafka's own assignors, run on our scenarios in the same benchmark run.
 
-``../shared/peers/kafka-java`` holds Kafka's ``UniformAssignor`` (server side, KIP-848),
-client ``StickyAssignor`` and ``CooperativeStickyAssignor`` compiled from Kafka's source,
-with a driver that reads scenarios as JSON lines and prints one JSON line per
-implementation and operation (fresh, leave, join; median and p90 ms after JIT warm-up).
+``kafka_peer_java/`` is a Maven project: Kafka's ``UniformAssignor`` (server side,
+KIP-848, ``kafka-group-coordinator``) and the client ``StickyAssignor`` and
+``CooperativeStickyAssignor`` (``kafka-clients``), all at ``apache_kafka.VERSION`` from
+Maven Central, with a driver (``Bench.java``) that reads scenarios as JSON lines and prints
+one JSON line per implementation and operation (fresh, leave, join; median and p90 ms
+after JIT warm-up). Built on first use (``mvn package``, a few seconds once the jars are
+cached); ``scripts/install-tools`` builds it for CI.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-PEER_DIR = Path(
-    os.environ.get(
-        "BALLAST_KAFKA_PEER", Path(__file__).resolve().parents[2] / "shared/peers/kafka-java"
-    )
-)
-_JARS = (
-    "slf4j-api.jar",
-    "slf4j-nop.jar",
-    "jackson-databind.jar",
-    "jackson-core.jar",
-    "jackson-annotations.jar",
-)
+from controller.tools.apache_kafka import VERSION
+
+PROJECT = Path(__file__).resolve().with_name("kafka_peer_java")
+TARGET = PROJECT / "target"
 
 
 def available() -> str | None:
     """Why the peer cannot run here, or ``None`` when it can."""
-    if not (PEER_DIR / "kafka-assignors-bench.jar").exists():
-        return f"no {PEER_DIR}/kafka-assignors-bench.jar (set BALLAST_KAFKA_PEER)"
     if shutil.which("java") is None:
         return "no java on PATH"
-    missing = [j for j in _JARS if not Path("/usr/share/java", j).exists()]
-    if missing:
-        return (
-            f"missing {', '.join(missing)}: apt-get install libslf4j-java libjackson2-databind-java"
-        )
+    if not _built() and shutil.which("mvn") is None:
+        return "no mvn on PATH to build benchmarks/kafka_peer_java"
     return None
+
+
+def _built() -> bool:
+    bench = TARGET / "classes" / "Bench.class"
+    sources = [PROJECT / "pom.xml", PROJECT / "src/main/java/Bench.java"]
+    return (
+        bench.exists()
+        and (TARGET / "lib" / f"kafka-clients-{VERSION}.jar").exists()
+        and all(src.stat().st_mtime <= bench.stat().st_mtime for src in sources)
+    )
+
+
+def build() -> Path:
+    """Compile the driver against Kafka's jars (once); the classpath directory."""
+    if not _built():
+        argv = ["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(PROJECT / "pom.xml"), "package"]
+        argv += ["dependency:copy-dependencies", f"-DoutputDirectory={TARGET / 'lib'}"]
+        argv += [f"-Dkafka.version={VERSION}"]
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    return TARGET
 
 
 def run(
@@ -56,9 +66,8 @@ def run(
     why = available()
     if why:
         raise RuntimeError(why)
-    classpath = ":".join(
-        [str(PEER_DIR / "kafka-assignors-bench.jar"), *(f"/usr/share/java/{j}" for j in _JARS)]
-    )
+    target = build()
+    classpath = f"{target / 'classes'}:{target / 'lib'}/*"
     scenario = {
         "name": name,
         "partitions_per_topic": dict(ppt),
@@ -75,3 +84,7 @@ def run(
             check=True,
         )
     return [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+
+
+if __name__ == "__main__":  # python benchmarks/kafka_peer.py: build it (scripts/install-tools)
+    print(build(), file=sys.stderr)

@@ -37,7 +37,7 @@ from assignors import TopicPartition
 from controller.runtime import heap, kafka_io
 from controller.runtime.config import Config
 from controller.runtime.kafka_io import OffsetReader, PartitionOffsets
-from controller.tools import embedded
+from controller.tools import apache_kafka, embedded
 from controller.wire.offsets import LATEST, Offsets
 
 TOPICS = 10
@@ -99,15 +99,20 @@ async def _with_aiokafkas_decoder(
         return await poll()
 
 
-async def run(partitions: int, polls: int) -> dict[str, Any]:
+async def run(
+    partitions: int, polls: int, broker: apache_kafka.BrokerKind = "kafka"
+) -> dict[str, Any]:
     ppt = {f"t{i:02d}": partitions // TOPICS for i in range(TOPICS)}
     out: dict[str, Any] = {"partitions": sum(ppt.values()), "polls": polls}
     read: dict[str, dict[Any, PartitionOffsets]] = {}
-    with tempfile.TemporaryDirectory() as work, embedded.tansu(Path(work)).start() as kafka:
+    with (
+        tempfile.TemporaryDirectory() as work,
+        apache_kafka.running(broker, Path(work)) as kafka,
+    ):
         await embedded.create_topics(kafka.address, {**ppt, "ballast.assignments": 8})
         cfg = Config.model_validate(
             {
-                "kafka": {"bootstrap_servers": kafka.address, "idempotent_producer": False},
+                "kafka": apache_kafka.kafka_settings(broker, kafka.address),
                 "groups": [{"name": "bench"}],
             }
         )
@@ -140,9 +145,10 @@ def main() -> None:
     )
     p.add_argument("--partitions", type=int, default=100_000)
     p.add_argument("--polls", type=int, default=3, help="the first one is reported apart")
+    p.add_argument("--broker", choices=apache_kafka.BROKER_KINDS, default="kafka")
     args = p.parse_args()
     heap.configure()  # as ``ballast run`` does
-    print(json.dumps(asyncio.run(run(args.partitions, args.polls))))
+    print(json.dumps(asyncio.run(run(args.partitions, args.polls, args.broker))))
 
 
 if __name__ == "__main__":

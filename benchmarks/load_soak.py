@@ -33,7 +33,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from promscrape import group_summary, quantile, scrape
 
-from controller.tools import embedded
+from controller.tools import apache_kafka, embedded
 from controller.tools.audit import run_audit
 from controller.tools.simfleet import Fleet
 from controller.wire.records import LagRecord, partition_key
@@ -70,18 +70,25 @@ async def lag_swing(producer: AIOKafkaProducer, topics: list[str], per_topic: in
 
 async def with_brokers(
     prefix: str,
+    broker: apache_kafka.BrokerKind,
     body: Callable[[Path, embedded.BrokerProcess, embedded.BrokerProcess], Awaitable[T]],
 ) -> T:
-    """Tansu and Mosquitto on loopback in a temporary directory, around ``body``."""
+    """A Kafka-protocol broker of kind ``broker`` and Mosquitto on loopback in a temporary
+    directory, around ``body``."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         work = Path(tmp)
-        with embedded.tansu(work).start() as kafka, embedded.mosquitto(work).start() as mqtt:
+        with (
+            apache_kafka.running(broker, work) as kafka,
+            embedded.mosquitto(work).start() as mqtt,
+        ):
             return await body(work, kafka, mqtt)
 
 
 async def run(args: argparse.Namespace) -> dict[str, object]:
     random.seed(7)
-    return await with_brokers("ballast-load-", lambda work, k, m: _run(args, work, k, m))
+    return await with_brokers(
+        "ballast-load-", args.broker, lambda work, k, m: _run(args, work, k, m)
+    )
 
 
 async def _run(
@@ -102,7 +109,7 @@ async def _run(
     port = embedded.free_port()
     config = work / "ballast.yaml"
     config.write_text(
-        f"kafka: {{bootstrap_servers: '{kafka.address}', idempotent_producer: false}}\n"
+        f"kafka: {json.dumps(apache_kafka.kafka_settings(args.broker, kafka.address))}\n"
         f"mqtt: {{port: {mqtt.port}, keepalive: 5}}\n"
         "rebalance: {delay: 500ms, leave_grace: 2s, handoff_timeout: 300s, min_lag: 100}\n"
         "lag: {source: topic, topic: load.lag}\n"
@@ -349,6 +356,7 @@ def main() -> None:
     parser.add_argument("--sample", type=float, default=30, help="soak sampling period, s")
     parser.add_argument("--log-dir", help="keep the daemon log here")
     parser.add_argument("--log-level", default="warning", help="the daemon's log level")
+    parser.add_argument("--broker", choices=apache_kafka.BROKER_KINDS, default="kafka")
     args = parser.parse_args()
     print(json.dumps(asyncio.run(run(args)), indent=1))
 

@@ -23,7 +23,7 @@ from aiokafka import AIOKafkaProducer
 
 from assignors import STRATEGIES
 from controller.runtime.config import Config
-from controller.tools import embedded
+from controller.tools import apache_kafka, embedded
 from controller.wire.records import OffsetSample, partition_key
 from pipeline import lagjob
 from pipeline.backtest import backtest
@@ -62,11 +62,14 @@ async def preload(address: str, topic: str, samples: int, partitions: int) -> fl
 
 
 def stream(args: argparse.Namespace) -> dict[str, object]:
-    with tempfile.TemporaryDirectory() as tmp, embedded.tansu(Path(tmp)).start() as broker:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        apache_kafka.running(args.broker, Path(tmp)) as broker,
+    ):
         loaded = asyncio.run(preload(broker.address, "samples", args.samples, args.partitions))
         cfg = Config.model_validate(
             {
-                "kafka": {"bootstrap_servers": broker.address},
+                "kafka": apache_kafka.kafka_settings(args.broker, broker.address),
                 "lag": {"source": "topic", "topic": "lag", "samples_topic": "samples"},
                 "groups": [{"name": "bench"}],
                 "pipeline": {
@@ -132,6 +135,7 @@ def main() -> None:
     s.add_argument("--per-trigger", type=int, default=100_000)
     s.add_argument("--shuffle", type=int, default=4)
     s.add_argument("--master", default="local[2]")
+    s.add_argument("--broker", choices=apache_kafka.BROKER_KINDS, default="kafka")
     b = sub.add_parser("backtest")
     b.add_argument("--groups", type=int, default=500)
     b.add_argument("--max-members", type=int, default=1000)

@@ -39,7 +39,7 @@ from aiokafka import TopicPartition as KafkaTP
 from load_soak import until_settled, with_brokers
 from promscrape import pct, quantile, scrape
 
-from controller.tools import embedded
+from controller.tools import apache_kafka, embedded
 from controller.tools.simfleet import Fleet
 from controller.wire.records import LagRecord, decode
 
@@ -123,7 +123,9 @@ class LagTopicWatch:
 
 
 async def run(args: argparse.Namespace) -> dict[str, object]:
-    return await with_brokers("ballast-loop-", lambda work, k, m: _run(args, work, k, m))
+    return await with_brokers(
+        "ballast-loop-", args.broker, lambda work, k, m: _run(args, work, k, m)
+    )
 
 
 async def _run(
@@ -146,7 +148,7 @@ async def _run(
     port = embedded.free_port()
     config = work / "ballast.yaml"
     config.write_text(
-        f"kafka: {{bootstrap_servers: '{kafka.address}', idempotent_producer: false}}\n"
+        f"kafka: {json.dumps(apache_kafka.kafka_settings(args.broker, kafka.address))}\n"
         f"mqtt: {{port: {mqtt.port}, keepalive: 5}}\n"
         "rebalance: {delay: 500ms, leave_grace: 2s, handoff_timeout: 300s, min_lag: 100}\n"
         f"lag: {{source: topic, topic: {LAG}, samples_topic: {SAMPLES}, poll_interval: "
@@ -265,6 +267,7 @@ def main() -> None:
     parser.add_argument("--poll-interval", type=float, default=5, help="lag.poll_interval, s")
     parser.add_argument("--trigger", type=float, default=5, help="pipeline.trigger_interval, s")
     parser.add_argument("--log-dir", help="keep the lag job's log here")
+    parser.add_argument("--broker", choices=apache_kafka.BROKER_KINDS, default="kafka")
     args = parser.parse_args()
     print(json.dumps(asyncio.run(run(args))))
 

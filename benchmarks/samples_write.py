@@ -38,7 +38,7 @@ from controller.runtime import heap
 from controller.runtime.config import Config
 from controller.runtime.kafka_io import PartitionOffsets, SamplePublisher
 from controller.runtime.packed_send import PackedSender
-from controller.tools import embedded
+from controller.tools import apache_kafka
 from controller.wire.records import OffsetSample, partition_key
 
 TOPICS = 10
@@ -76,7 +76,7 @@ async def _timed(write: Callable[[], Awaitable[list[str]]]) -> dict[str, float]:
     return row
 
 
-async def bench(partitions: int, writes: int) -> dict[str, Any]:
+async def bench(partitions: int, writes: int, broker: apache_kafka.BrokerKind) -> dict[str, Any]:
     heap.configure()
     rng = random.Random(7)
     per_topic = partitions // TOPICS
@@ -88,14 +88,17 @@ async def bench(partitions: int, writes: int) -> dict[str, Any]:
             offsets[TopicPartition(f"orders-{t}", p)] = PartitionOffsets(committed, end, None)
     with (
         tempfile.TemporaryDirectory(prefix="ballast-samples-") as tmp,
-        embedded.tansu(Path(tmp)).start() as kafka,
+        apache_kafka.running(broker, Path(tmp)) as kafka,
     ):
         admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
         await admin.start()
         await admin.create_topics([NewTopic("samples", 8, 1)])
         await admin.close()
         cfg = Config.model_validate(
-            {"kafka": {"bootstrap_servers": kafka.address}, "groups": [{"name": GROUP}]}
+            {
+                "kafka": apache_kafka.kafka_settings(broker, kafka.address),
+                "groups": [{"name": GROUP}],
+            }
         )
         publisher = SamplePublisher(cfg, "samples")
         await publisher.start()
@@ -129,8 +132,9 @@ def main() -> None:
     )
     parser.add_argument("--partitions", type=int, default=100_000)
     parser.add_argument("--writes", type=int, default=4)
+    parser.add_argument("--broker", choices=apache_kafka.BROKER_KINDS, default="kafka")
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(bench(args.partitions, args.writes)), indent=1))
+    print(json.dumps(asyncio.run(bench(args.partitions, args.writes, args.broker)), indent=1))
 
 
 if __name__ == "__main__":

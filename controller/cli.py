@@ -23,11 +23,12 @@ from controller import logs
 from controller.client.worker import run_worker
 from controller.errors import BallastError, InputError
 from controller.runtime import heap
-from controller.runtime.config import Config, load_config
+from controller.runtime.config import AssignmentsTopic, Config, load_config
 from controller.runtime.daemon import Controller
 from controller.runtime.http import bound_port, serve
+from controller.runtime.kafka_io import client_options
 from controller.tasks import cancel_and_wait
-from controller.tools import demo, dev, operator
+from controller.tools import apache_kafka, demo, dev, operator
 from controller.tools.audit import run_audit
 from controller.tools.scenario import load_current, load_scenario
 from controller.wire.presence import MqttAuth
@@ -178,6 +179,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                 args.http_port,
                 args.pace,
                 strategy=strategy,
+                broker=args.broker,
             )
         )
         for strategy in strategies
@@ -241,15 +243,26 @@ def _rack(value: str) -> str:
 def _cmd_audit(args: argparse.Namespace) -> int:
     logs.configure("error")
     verifier = None if args.public_key is None else _verifier(args.public_key)
+    bootstrap, topic, security = args.bootstrap, args.topic, {}
+    if args.config is not None:
+        cfg = load_config(args.config)
+        bootstrap = bootstrap or cfg.kafka.bootstrap_servers
+        topic = topic or cfg.assignments.name
+        security = client_options(cfg)
+        del security["bootstrap_servers"]
+    if bootstrap is None:
+        raise InputError("audit: give --bootstrap, or --config (its kafka section)")
+    topic = topic or AssignmentsTopic().name
     rejected: list[str] = []
     reports = asyncio.run(
         run_audit(
-            args.bootstrap,
-            args.topic,
+            bootstrap,
+            topic,
             args.group,
             args.window,
             verifier=verifier,
             rejected=rejected,
+            security=security,
         )
     )
     if rejected:
@@ -259,7 +272,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     for report in reports:
         print(report.render())
     if not reports:
-        print(f"no groups found in {args.topic}")
+        print(f"no groups found in {topic}")
     return 0 if all(r.ok for r in reports) else 1
 
 
@@ -360,6 +373,7 @@ def _cmd_dev(args: argparse.Namespace) -> int:
             args.http_port,
             members=members,
             mqtt=args.mqtt,
+            kafka_broker=args.broker,
         )
         print(started.summary())
     elif args.dev == "down":
@@ -512,8 +526,15 @@ def _add_operator_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
 def _add_dev_command(sub: argparse._SubParsersAction[_Parser]) -> None:
     p = sub.add_parser("dev", help="embedded brokers left running, to try `ballast run` by hand")
     steps = p.add_subparsers(dest="dev", required=True)
-    up = steps.add_parser("up", help="start Kafka (Tansu) and MQTT on loopback")
+    up = steps.add_parser("up", help="start a Kafka broker and MQTT on loopback")
     up.add_argument("--kafka-port", type=int, default=9092, help="Kafka listener port")
+    up.add_argument(
+        "--broker",
+        choices=apache_kafka.BROKER_KINDS,
+        default="tansu",
+        help="tansu (light, starts in a second) or kafka (Apache Kafka "
+        f"{apache_kafka.VERSION} in KRaft mode: Java 17 and, the first time, Maven)",
+    )
     up.add_argument("--mqtt-port", type=int, default=1883, help="MQTT listener port")
     up.add_argument(
         "--mqtt",
@@ -585,6 +606,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--http-port", type=int, default=0, help="metrics port; 0: any free port")
     p.add_argument("--pace", type=float, default=6.0, help="seconds between scenario steps")
     p.add_argument(
+        "--broker",
+        choices=apache_kafka.BROKER_KINDS,
+        default="tansu",
+        help=f"Kafka broker: tansu (light) or kafka (Apache Kafka {apache_kafka.VERSION})",
+    )
+    p.add_argument(
         "--strategy",
         choices=demo.STRATEGIES,
         default="lagsticky",
@@ -626,8 +653,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_worker)
 
     p = sub.add_parser("audit", help="check the invariants against the assignments topic's history")
-    p.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
-    p.add_argument("--topic", default="ballast.assignments", help="the assignments topic")
+    p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: --config's)")
+    p.add_argument(
+        "--config",
+        type=Path,
+        help="a Ballast config: its kafka section (TLS, SASL) and assignments topic",
+    )
+    p.add_argument("--topic", help="the assignments topic (default: ballast.assignments)")
     p.add_argument("--group", action="append", help="only these groups (repeatable)")
     p.add_argument(
         "--window",

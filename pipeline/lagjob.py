@@ -12,6 +12,7 @@ Run with ``ballast pipeline lag --config ballast.yaml`` or ``spark-submit -m``-s
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import json
 import sys
@@ -22,12 +23,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
+from aiokafka.admin import AIOKafkaAdminClient
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from controller.runtime.config import Config, PipelineSettings, load_config
+from controller.runtime.kafka_io import client_options, ensure_pipeline_topics
 from controller.wire.records import (
     SCHEMA_VERSION,
     DecodeError,
@@ -353,8 +356,20 @@ def start(spark: SparkSession, cfg: Config, checkpoint: str | None = None) -> St
     )
 
 
+async def create_topics(cfg: Config) -> None:
+    """The samples and lag topics, created where missing: Kafka clusters seldom create a
+    topic on first use, and the job may start before the controller does."""
+    admin = AIOKafkaAdminClient(**client_options(cfg), client_id=f"{cfg.kafka.client_id}-lag-job")
+    await admin.start()
+    try:
+        await ensure_pipeline_topics(admin, cfg)
+    finally:
+        await admin.close()
+
+
 def run(cfg: Config, checkpoint: str | None = None) -> int:
     """Run until interrupted: the entry point of ``ballast pipeline lag``."""
+    asyncio.run(create_topics(cfg))
     spark = session(cfg.pipeline.master, cfg.pipeline.shuffle_partitions)
     reporter = ProgressReporter.install(spark, cfg.pipeline.metrics_port)
     query = start(spark, cfg, checkpoint)

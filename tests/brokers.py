@@ -1,10 +1,15 @@
 """Real brokers on loopback for the integration tests: started once per session, stopped
-at the end. Tests isolate themselves with unique group and topic names."""
+at the end. Tests isolate themselves with unique group and topic names.
+
+The Kafka-protocol broker is Apache Kafka (``apache_kafka.VERSION``, KRaft) unless
+``BALLAST_TEST_BROKER=tansu`` picks Tansu; ``BALLAST_TEST_KAFKA_VERSION`` picks another
+Kafka (``apache_kafka.OLDEST``: the compatibility run)."""
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -17,8 +22,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
 
 from controller.runtime.config import Config
-from controller.tools import embedded
-from tests.kafka_bootstrap import kafka_bootstrap_thread
+from controller.tools import apache_kafka, embedded
 
 _counter = itertools.count()
 
@@ -28,16 +32,35 @@ def broker_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("brokers")
 
 
+_kind = os.environ.get("BALLAST_TEST_BROKER", "kafka")
+if _kind not in apache_kafka.BROKER_KINDS:
+    raise ValueError(f"BALLAST_TEST_BROKER={_kind!r}: one of {apache_kafka.BROKER_KINDS}")
+BROKER: apache_kafka.BrokerKind = _kind
+KAFKA_VERSION = os.environ.get("BALLAST_TEST_KAFKA_VERSION", apache_kafka.VERSION)
+#: What Tansu lacks (docs/compatibility.md); tests of those skip on it.
+needs_kafka = pytest.mark.skipif(BROKER != "kafka", reason="needs Apache Kafka")
+
+
+@contextlib.contextmanager
+def restartable_broker(workdir: Path) -> Iterator[embedded.BrokerProcess]:
+    """A started broker of the session's kind, of its own, whose topics, records and
+    commits survive ``stop()`` and ``start()``: Kafka keeps its log directory; Tansu
+    needs S3 storage (moto on loopback)."""
+    if BROKER == "kafka":
+        with apache_kafka.running(BROKER, workdir, KAFKA_VERSION) as broker:
+            yield broker
+        return
+    with (
+        embedded.s3(workdir).start() as store,
+        embedded.durable_tansu(workdir, store).start() as broker,
+    ):
+        yield broker
+
+
 @pytest.fixture(scope="session")
 def kafka(broker_dir: Path) -> Iterator[embedded.BrokerProcess]:
-    """Tansu; with ``BALLAST_TEST_KAFKA_BOOTSTRAP=1``, behind ``kafka_bootstrap``'s proxy, so
-    that every client's bootstrap learns no topic, as on Apache Kafka."""
-    with embedded.tansu(broker_dir).start() as proc:
-        if os.environ.get("BALLAST_TEST_KAFKA_BOOTSTRAP") != "1":
-            yield proc
-            return
-        with kafka_bootstrap_thread(proc.port) as port:
-            yield dataclasses.replace(proc, port=port)
+    with apache_kafka.running(BROKER, broker_dir, KAFKA_VERSION) as proc:
+        yield proc
 
 
 @pytest.fixture(scope="session")
@@ -60,15 +83,19 @@ async def topic(kafka: embedded.BrokerProcess, names: tuple[str, str]) -> str:
     return names[1]
 
 
+def kafka_yaml(kafka: embedded.BrokerProcess) -> str:
+    """The ``kafka:`` section of a test's YAML config for ``kafka`` (a flow mapping)."""
+    return json.dumps(apache_kafka.kafka_settings(BROKER, kafka.address))
+
+
 def make_config(
-    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, group: str, **over: object
+    kafka: embedded.BrokerProcess | apache_kafka.KafkaCluster,
+    mqtt: embedded.BrokerProcess,
+    group: str,
+    **over: object,
 ) -> Config:
     raw: dict[str, object] = {
-        "kafka": {
-            "bootstrap_servers": kafka.address,
-            "idempotent_producer": False,
-            "metadata_interval": 0.5,
-        },
+        "kafka": {**apache_kafka.kafka_settings(BROKER, kafka.address), "metadata_interval": 0.5},
         "mqtt": {
             "port": mqtt.port,
             "client_id": f"ctl-{group}-{uuid.uuid4().hex[:4]}",

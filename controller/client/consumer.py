@@ -45,7 +45,7 @@ from pydantic import ValidationError
 
 from controller import logs
 from controller.tasks import cancel_and_wait
-from controller.wire.assignments import assignments_partition, log_entry
+from controller.wire.assignments import READ_ISOLATION, assignments_partition, log_entry
 from controller.wire.fencing import AssignmentView, Verdict
 from controller.wire.metadata import topic_metadata
 from controller.wire.metadata_scope import track_when_idle
@@ -182,6 +182,7 @@ class ManagedConsumer:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             fetch_max_wait_ms=assignments_fetch_max_wait_ms,
+            isolation_level=READ_ISOLATION,
         )
         self._mqtt_client: aiomqtt.Client | None = None
         self._producer: AIOKafkaProducer | None = None

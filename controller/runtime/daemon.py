@@ -26,12 +26,15 @@ from controller.runtime.election import ShardElection
 from controller.runtime.group_loop import reading
 from controller.runtime.group_view import group_view
 from controller.runtime.kafka_io import (
+    COMPACTED_TOPIC_CONFIGS,
     AssignmentLog,
     AssignmentPublisher,
     OffsetReader,
     SamplePublisher,
     client_options,
     ensure_compacted_topic,
+    ensure_pipeline_topics,
+    ensure_topic,
 )
 from controller.runtime.lag_ingest import LagIngest
 from controller.runtime.membership import KafkaHeartbeats, MqttPresence, Sink, invalid_input
@@ -118,7 +121,7 @@ class Controller:
         await reach(
             "Kafka",
             cfg.kafka.bootstrap_servers,
-            self._ensure_assignments_topic,
+            self._ensure_topics,
             cfg.startup.timeout,
             "check kafka.bootstrap_servers, kafka.security_protocol and that the brokers "
             "run (`ballast dev up` starts local ones)",
@@ -158,19 +161,25 @@ class Controller:
         self._show_ready()
         log.info("ready", groups=sorted(self.groups), replica=self.replica, ha=cfg.ha.enabled)
 
-    async def _ensure_assignments_topic(self) -> None:
+    async def _ensure_topics(self) -> None:
         cfg = self.cfg
         admin = AIOKafkaAdminClient(**client_options(cfg), client_id=cfg.kafka.client_id)
         try:
             with logs.quiet("aiokafka"):  # ``reach`` logs each failed attempt once
                 await admin.start()
-            for topic, partitions in (
-                (cfg.assignments.name, cfg.assignments.partitions),
-                (cfg.assignments.constraints_topic, 1),
-            ):
-                await ensure_compacted_topic(
-                    admin, topic, partitions, cfg.assignments.replication_factor
-                )
+            rf, partitions = cfg.assignments.replication_factor, cfg.assignments.partitions
+            # Read as "latest per key": they must be compacted.
+            await ensure_compacted_topic(
+                admin, cfg.assignments.name, partitions, rf, "assignments.name"
+            )
+            await ensure_compacted_topic(
+                admin, cfg.assignments.constraints_topic, 1, rf, "assignments.constraints_topic"
+            )
+            if cfg.membership.source == "kafka":  # read from where it is: taken as it is
+                heartbeats = cfg.membership.heartbeat_topic
+                await ensure_topic(admin, heartbeats, partitions, rf, COMPACTED_TOPIC_CONFIGS)
+            if cfg.lag.source == "topic" or cfg.lag.samples_topic is not None:
+                await ensure_pipeline_topics(admin, cfg)
         finally:
             await admin.close()
 

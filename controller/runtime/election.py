@@ -28,13 +28,18 @@ from collections.abc import Awaitable, Callable
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka import TopicPartition as KafkaTP
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import ConsumerStoppedError, KafkaError, TopicAlreadyExistsError
+from aiokafka.errors import (
+    ConsumerStoppedError,
+    InvalidSessionTimeoutError,
+    KafkaError,
+    TopicAlreadyExistsError,
+)
 from aiokafka.structs import OffsetAndMetadata
 
 from controller import logs
 from controller.runtime import faultpoints
 from controller.runtime.config import Config
-from controller.runtime.kafka_io import TopicConfigError, client_options
+from controller.runtime.kafka_io import BrokerRefusalError, client_options
 from controller.wire.group_protocol import group_assignor
 from controller.wire.metadata import topic_metadata
 
@@ -97,7 +102,15 @@ class ShardElection:
     async def start(self) -> None:
         await ensure_control_topic(self._cfg)
         self._consumer.subscribe([self._cfg.ha.control_topic], listener=_Listener(self))
-        await self._consumer.start()
+        try:
+            await self._consumer.start()
+        except InvalidSessionTimeoutError:
+            await self._consumer.stop()
+            raise BrokerRefusalError(
+                f"the brokers refuse ha.session_timeout {self._cfg.ha.session_timeout:g}s: "
+                "it must lie within their group.min.session.timeout.ms and "
+                "group.max.session.timeout.ms (Kafka's defaults: 6 s and 30 min)"
+            ) from None
 
     async def run(self) -> None:
         """Keep the membership alive (the control topic carries no records)."""
@@ -192,7 +205,7 @@ async def ensure_control_topic(cfg: Config) -> None:
     finally:
         await admin.close()
     if found != ha.shards:
-        raise TopicConfigError(
+        raise BrokerRefusalError(
             f"control topic {ha.control_topic!r} has {found} partitions but ha.shards is "
             f"{ha.shards}; every replica must use the topic's partition count"
         )

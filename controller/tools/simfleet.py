@@ -19,7 +19,7 @@ from aiokafka import TopicPartition as KafkaTP
 
 from assignors import TopicPartition
 from controller.tasks import cancel_and_wait
-from controller.wire.assignments import log_entry
+from controller.wire.assignments import READ_ISOLATION, log_entry
 from controller.wire.fencing import AssignmentView, Verdict
 from controller.wire.metadata import topic_metadata
 from controller.wire.presence import member_client
@@ -76,6 +76,7 @@ class Fleet:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             fetch_max_wait_ms=50,
+            isolation_level=READ_ISOLATION,
         )
         await self._consumer.start()
         deadline = time.monotonic() + 30

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.brokers import BROKER
+
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 import assignors_bench as bench
 import assignors_scale
@@ -104,7 +106,14 @@ def test_the_closed_loop_benchmark_sees_the_controller_match_the_broker() -> Non
     """``pipeline_loop.py`` at a tiny size: poller -> Spark job -> controller, and the
     controller's lag view equals the broker's reading for every partition at some check."""
     args = argparse.Namespace(
-        members=4, partitions=120, topics=2, seconds=75, poll_interval=2, trigger=2, log_dir=None
+        members=4,
+        partitions=120,
+        topics=2,
+        seconds=75,
+        poll_interval=2,
+        trigger=2,
+        log_dir=None,
+        broker=BROKER,
     )
     result = asyncio.run(pipeline_loop.run(args))
     view = result["view_matches_direct_reading"]
@@ -136,7 +145,9 @@ def test_the_metadata_benchmark_reads_its_response_as_aiokafka_does(
 
 
 async def test_the_lag_poll_benchmark_polls_every_way() -> None:
-    out = await lag_poll.run(partitions=200, polls=2)  # asserts that all read the same
+    out = await lag_poll.run(
+        partitions=200, polls=2, broker=BROKER
+    )  # asserts that all read the same
     assert out["partitions"] == 200
     for where in ("side_loop_aiokafka", "side_loop", "caller_loop"):
         assert out[where]["poll_cpu_s"] is not None

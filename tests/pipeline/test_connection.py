@@ -5,6 +5,7 @@ in a plan, and work against a real TLS listener (Tansu behind a TLS proxy on loo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import time
 import uuid
@@ -16,8 +17,9 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError
 
 from controller.runtime.config import Config
-from controller.tools import embedded
+from controller.tools import apache_kafka, embedded
 from controller.wire.records import OffsetSample, partition_key
+from tests.brokers import BROKER
 from tests.certs import server_cert
 from tests.pipeline.test_pipeline_e2e import lag_rows
 from tests.tls_proxy import tls_proxy
@@ -145,61 +147,74 @@ def test_secrets_never_reach_the_plan(spark: SparkSession) -> None:
 
 
 async def test_lag_job_over_a_real_tls_listener(spark: SparkSession, tmp_path: Path) -> None:
-    """Tansu serves plaintext on one port and advertises a TLS proxy's: every client of
-    the job (driver and Python workers, source and sink) must speak TLS and verify the
-    test CA to reach it."""
+    """A broker reachable only over TLS (Kafka's own TLS listener; Tansu serves plaintext
+    behind a TLS proxy whose port it advertises): every client of the job (driver and
+    Python workers, source and sink) must speak TLS and verify the test CA to reach it."""
     tls = server_cert(tmp_path)
-    backend = embedded.free_port()
-    proxy = tls_proxy(tmp_path, backend, tls.cert, tls.key)
-    broker = embedded.tansu(tmp_path, backend, advertised_port=proxy.port)
+    with contextlib.ExitStack() as stack:
+        if BROKER == "kafka":
+            broker = apache_kafka.kafka(tmp_path, tls=(tls.cert, tls.key))
+            stack.enter_context(broker.start(timeout=60.0))
+            address = broker.address
+        else:
+            backend = embedded.free_port()
+            proxy = tls_proxy(tmp_path, backend, tls.cert, tls.key)
+            stack.enter_context(
+                embedded.tansu(tmp_path, backend, advertised_port=proxy.port).start()
+            )
+            stack.enter_context(proxy.start())
+            address = proxy.address
+        await _lag_job_over_tls(spark, address, tls.ca, tmp_path / "cp")
+
+
+async def _lag_job_over_tls(spark: SparkSession, address: str, ca: Path, checkpoint: Path) -> None:
     run = uuid.uuid4().hex[:6]
     samples, lag = f"samples-{run}", f"lag-{run}"
-    with broker.start(), proxy.start():
-        cfg = Config.model_validate(
-            {
-                "kafka": {
-                    "bootstrap_servers": proxy.address,
-                    "security_protocol": "SSL",
-                    "ssl_cafile": str(tls.ca),
-                },
-                "lag": {"source": "topic", "topic": lag, "samples_topic": samples},
-                "groups": [{"name": "g"}],
-                "pipeline": {"trigger_interval": 0.3, "shuffle_partitions": 2},
-            }
-        )
-        context = ssl.create_default_context(cafile=str(tls.ca))
-        secure = {
-            "bootstrap_servers": proxy.address,
-            "security_protocol": "SSL",
-            "ssl_context": context,
+    cfg = Config.model_validate(
+        {
+            "kafka": {
+                "bootstrap_servers": address,
+                "security_protocol": "SSL",
+                "ssl_cafile": str(ca),
+            },
+            "lag": {"source": "topic", "topic": lag, "samples_topic": samples},
+            "groups": [{"name": "g"}],
+            "pipeline": {"trigger_interval": 0.3, "shuffle_partitions": 2},
         }
-        admin = AIOKafkaAdminClient(**secure)
-        await admin.start()
-        try:
-            await admin.create_topics([NewTopic(samples, 1, 1), NewTopic(lag, 1, 1)])
-        finally:
-            await admin.close()
-        producer = AIOKafkaProducer(**secure)
-        await producer.start()
-        try:
-            now = time.time()
-            for i, (committed, end) in enumerate([(0, 50), (40, 90)]):
-                s = OffsetSample(group="g", topic="t", partition=0, committed=committed,
-                                 log_end=end, sampled_at=now + i)  # fmt: skip
-                await producer.send_and_wait(samples, s.encode(), key=partition_key("g", "t", 0))
-        finally:
-            await producer.stop()
-        query = lagjob.start(spark, cfg, checkpoint=str(tmp_path / "cp"))
-        try:
-            await asyncio.to_thread(query.processAllAvailable)
-        finally:
-            query.stop()
-        assert query.exception() is None
-        records = await lag_rows(lag, **secure)
-        assert records[-1] is not None
-        assert (records[-1]["group"], records[-1]["partition"], records[-1]["lag"]) == ("g", 0, 50)
-        # The advertised listener speaks only TLS: a plaintext client cannot even bootstrap.
-        plain = AIOKafkaConsumer(bootstrap_servers=proxy.address, request_timeout_ms=5000)
-        with pytest.raises(KafkaConnectionError):
-            await plain.start()
-        await plain.stop()
+    )
+    context = ssl.create_default_context(cafile=str(ca))
+    secure = {
+        "bootstrap_servers": address,
+        "security_protocol": "SSL",
+        "ssl_context": context,
+    }
+    admin = AIOKafkaAdminClient(**secure)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(samples, 1, 1), NewTopic(lag, 1, 1)])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(**secure)
+    await producer.start()
+    try:
+        now = time.time()
+        for i, (committed, end) in enumerate([(0, 50), (40, 90)]):
+            s = OffsetSample(group="g", topic="t", partition=0, committed=committed,
+                             log_end=end, sampled_at=now + i)  # fmt: skip
+            await producer.send_and_wait(samples, s.encode(), key=partition_key("g", "t", 0))
+    finally:
+        await producer.stop()
+    query = lagjob.start(spark, cfg, checkpoint=str(checkpoint))
+    try:
+        await asyncio.to_thread(query.processAllAvailable)
+    finally:
+        query.stop()
+    assert query.exception() is None
+    records = await lag_rows(lag, **secure)
+    assert records[-1] is not None
+    assert (records[-1]["group"], records[-1]["partition"], records[-1]["lag"]) == ("g", 0, 50)
+    # The advertised listener speaks only TLS: a plaintext client cannot even bootstrap.
+    plain = AIOKafkaConsumer(bootstrap_servers=address, request_timeout_ms=5000)
+    with pytest.raises(KafkaConnectionError):
+        await plain.start()
+    await plain.stop()

@@ -86,6 +86,7 @@ async def test_samples_to_spark_to_the_controllers_lag_view(  # noqa: PLR0917
     metrics_port = embedded.free_port()
     reporter = ProgressReporter.install(spark, metrics_port)
     prom, prom_port = start_prometheus(tmp_path, metrics_port, rules=False)
+    await lagjob.create_topics(cfg)
     query = lagjob.start(spark, cfg, checkpoint=str(tmp_path / "checkpoint"))
     try:
         async with running(cfg) as ctl, fleet_for(kafka, mqtt, group) as fleet:
@@ -140,6 +141,7 @@ async def test_client_self_reports_reach_the_controller_through_spark(  # noqa: 
     finally:
         await producer.stop()
     p3 = TopicPartition(topic, 3)
+    await lagjob.create_topics(job_cfg)
     query = lagjob.start(spark, job_cfg, checkpoint=str(tmp_path / "checkpoint"))
     try:
         async with running(controller_cfg) as ctl:
@@ -238,6 +240,7 @@ async def test_restart_from_checkpoint_reads_on_and_keeps_state(
         pipeline=FAST,
     )
     samples_topic, lag_topic = f"samples-{run}", f"lag-{run}"
+    await lagjob.create_topics(cfg)
     now = time.time()
     first = [
         _sample(group, p, 100 * i, 100 * i + 50, now + 10 * i) for i in range(3) for p in (0, 1)

@@ -18,6 +18,7 @@ from aiokafka import AIOKafkaProducer
 
 from controller.tools import embedded
 from controller.wire.records import OffsetSample, partition_key
+from tests.brokers import kafka_yaml
 from tests.pipeline.test_pipeline_e2e import lag_rows
 
 pyspark = pytest.importorskip("pyspark", reason="the pipeline extra is not installed")
@@ -44,7 +45,7 @@ async def test_spark_submit_runs_the_lag_job_from_its_main_file(
         await producer.stop()
     config = tmp_path / "ballast.yaml"
     config.write_text(
-        f'kafka: {{bootstrap_servers: "{kafka.address}", idempotent_producer: false}}\n'
+        f"kafka: {kafka_yaml(kafka)}\n"
         f"lag: {{source: topic, topic: {lag}, samples_topic: {samples}}}\n"
         "groups: [{name: g}]\n"
         "pipeline: {trigger_interval: 500ms, shuffle_partitions: 2}\n"

@@ -1,13 +1,16 @@
 """Seeded, named faults against a real HA deployment, and the history of a run.
 
-A run starts Tansu, Mosquitto, ``replicas`` ``ballast run`` processes with ``ha.enabled``
-and ``workers`` ``ballast worker`` processes on one group, produces unique numbered
+A run starts Apache Kafka (or Tansu: ``broker="tansu"``), Mosquitto, ``replicas``
+``ballast run`` processes with ``ha.enabled`` and ``workers`` ``ballast worker`` processes
+on one group, produces unique numbered
 records at a steady rate, and applies ``faults`` faults drawn from ``FAULTS`` by a
 ``random.Random(seed)``, a few seconds apart: the same seed gives the same sequence.
 ``freeze_at_point`` restarts a replica with a fault point armed (``faultpoints``): it
 freezes itself exactly between a read and a write, and the nemesis thaws it later. After
 the last fault everything is healed, every record must be processed, and the checker,
-``ballast audit`` and the history say what happened.
+``ballast audit`` and the history say what happened. On Kafka the replicas publish in
+transactions (``ha.transactional_id_prefix``, unless ``transactions=False``), so a deposed
+leader's producer is fenced at the broker too.
 """
 
 from __future__ import annotations
@@ -24,14 +27,14 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from controller.runtime.faultpoints import ENV as FAULT_ENV
 from controller.tasks import cancel_and_wait
-from controller.tools import embedded
+from controller.tools import apache_kafka, embedded
 from controller.tools.audit import run_audit
 from controller.tools.chaos import checker
 
@@ -76,6 +79,8 @@ class Run:
     workdir: Path
     replicas: int = 2
     timing: Timing = field(default_factory=Timing)
+    broker: Literal["kafka", "tansu"] = "kafka"
+    transactions: bool = True
     kafka: embedded.BrokerProcess | None = None
     mqtt: embedded.BrokerProcess | None = None
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -92,7 +97,10 @@ class Run:
     # ------------------------------------------------------------------ setup
 
     async def __aenter__(self) -> Run:
-        self.kafka = embedded.tansu(self.workdir).start()
+        if self.broker == "kafka":
+            self.kafka = apache_kafka.kafka(self.workdir).start(timeout=60.0)
+        else:
+            self.kafka = embedded.tansu(self.workdir).start()
         self.mqtt = embedded.mosquitto(self.workdir).start()
         admin = AIOKafkaAdminClient(bootstrap_servers=self.kafka.address)
         await admin.start()
@@ -119,6 +127,10 @@ class Run:
             if broker is not None:
                 broker.stop()
 
+    @property
+    def transactional(self) -> bool:
+        return self.transactions and self.broker == "kafka"
+
     def note(self, op: str, **detail: Any) -> None:
         entry = {"t": time.time(), "op": op, **detail}
         self.history.append(entry)
@@ -131,13 +143,15 @@ class Run:
         t = self.timing
         path = self.workdir / f"{replica}.yaml"
         self.ports.setdefault(replica, embedded.free_port())
+        on_kafka = self.broker == "kafka"  # Tansu refuses producer ids
+        transactions = f"transactional_id_prefix: {GROUP}-publisher, " if self.transactional else ""
         path.write_text(f"""
-kafka: {{bootstrap_servers: "{self.kafka.address}", idempotent_producer: false}}
+kafka: {{bootstrap_servers: "{self.kafka.address}", idempotent_producer: {str(on_kafka).lower()}}}
 mqtt: {{port: {self.mqtt.port}, client_id: ctl-{replica}, keepalive: 2}}
 rebalance: {{delay: {t.delay}s, leave_grace: {t.leave_grace}s,
              handoff_timeout: {t.handoff_timeout}s}}
 lag: {{source: none}}
-ha: {{enabled: true, shards: 4, session_timeout: {t.session_timeout}s,
+ha: {{enabled: true, shards: 4, session_timeout: {t.session_timeout}s, {transactions}
       heartbeat_interval: {t.session_timeout / 6:.3f}s, replica_id: {replica}}}
 groups: [{{name: {GROUP}}}]
 http: {{host: 127.0.0.1, port: {self.ports[replica]}}}

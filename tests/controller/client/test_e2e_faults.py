@@ -24,7 +24,7 @@ from aiokafka import AIOKafkaProducer
 
 from controller.tools import embedded
 from controller.tools.audit import run_audit
-from tests.brokers import start_daemon
+from tests.brokers import kafka_yaml, restartable_broker, start_daemon
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +48,7 @@ class Cluster:
         self.produced = 0
         self.config = tmp / "ballast.yaml"
         self.config.write_text(
-            f"kafka: {{bootstrap_servers: '{kafka.address}', idempotent_producer: false}}\n"
+            f"kafka: {kafka_yaml(kafka)}\n"
             f"mqtt: {{port: {mqtt.port}, client_id: ctl-{group}, keepalive: 1}}\n"
             f"rebalance: {{delay: 200ms, leave_grace: {LEAVE_GRACE}s, handoff_timeout: 8s}}\n"
             "lag: {source: none}\n"
@@ -330,11 +330,20 @@ async def test_mqtt_broker_restart(
 async def test_kafka_broker_restart_with_durable_storage(
     mqtt: embedded.BrokerProcess, names: tuple[str, str], tmp_path: Path
 ) -> None:
-    """Tansu on S3-compatible storage (moto on loopback) is stopped and started again under
-    a running fleet: nothing is lost, nothing is processed twice, nothing moves."""
+    """The Kafka broker is stopped and started again under a running fleet: nothing is
+    lost, nothing is processed twice, nothing moves."""
     group, topic = names
-    store = embedded.s3(tmp_path).start()
-    broker = embedded.durable_tansu(tmp_path, store).start()
+    with restartable_broker(tmp_path) as broker:
+        await _restart_under_a_fleet(broker, mqtt, group, topic, tmp_path)
+
+
+async def _restart_under_a_fleet(
+    broker: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+    group: str,
+    topic: str,
+    tmp_path: Path,
+) -> None:
     c = Cluster(broker, mqtt, group, topic, tmp_path)
     try:
         await embedded.create_topics(broker.address, {topic: 12})
@@ -345,7 +354,7 @@ async def test_kafka_broker_restart_with_durable_storage(
         granted = c.granted()
         broker.stop()
         await asyncio.sleep(2.0)
-        broker.start()
+        broker.start(timeout=60.0)
         await c.produce(60)
         seen = await c.all_processed(timeout=60)
         assert not dupes(seen)
@@ -356,5 +365,3 @@ async def test_kafka_broker_restart_with_durable_storage(
         assert reports[0].ok, reports[0].render()
     finally:
         c.stop()
-        broker.stop()
-        store.stop()

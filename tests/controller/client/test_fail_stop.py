@@ -23,7 +23,7 @@ from controller.runtime.daemon import Controller
 from controller.tools import embedded
 from tests.brokers import make_config
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.compat]
 
 TASKS = ("assignments", "presence", "watchdog")
 

@@ -22,7 +22,7 @@ from controller.client import GroupLag, group_assignor
 from controller.tools import embedded
 from controller.wire.group_protocol import BallastAssignor
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.compat]
 
 #: A member in its own process, killed with SIGKILL to crash it.
 CRASHABLE = """

@@ -14,7 +14,7 @@ import pytest
 
 from controller.tools import embedded
 from controller.tools.simfleet import Fleet
-from tests.brokers import start_daemon
+from tests.brokers import kafka_yaml, start_daemon
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +24,7 @@ def _write_config(
 ) -> None:
     path.write_text(
         f"""
-kafka: {{bootstrap_servers: "{kafka.address}", idempotent_producer: false}}
+kafka: {kafka_yaml(kafka)}
 mqtt: {{port: {mqtt.port}, client_id: ctl-{group}, keepalive: 2}}
 rebalance: {{delay: 200ms, leave_grace: 1s, handoff_timeout: 20s}}
 lag: {{source: poll, poll_interval: 1s}}

@@ -18,7 +18,7 @@ import pytest
 
 from controller.tools import embedded
 from controller.tools.simfleet import Fleet
-from tests.brokers import start_daemon
+from tests.brokers import kafka_yaml, start_daemon
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +56,7 @@ async def test_a_drain_and_a_pause_survive_the_controller(
     port = embedded.free_port()
     config = tmp_path / "ballast.yaml"
     config.write_text(
-        f"kafka: {{bootstrap_servers: '{kafka.address}', idempotent_producer: false}}\n"
+        f"kafka: {kafka_yaml(kafka)}\n"
         f"mqtt: {{port: {mqtt.port}, client_id: ctl-{group}, keepalive: 1}}\n"
         "rebalance: {delay: 200ms, leave_grace: 6s, handoff_timeout: 5s}\n"
         "lag: {source: none}\n"

@@ -20,7 +20,7 @@ from controller.runtime.election import shard_of
 from controller.tools import embedded
 from controller.tools.audit import run_audit
 from controller.tools.simfleet import Fleet, SimMember
-from tests.brokers import start_daemon
+from tests.brokers import kafka_yaml, start_daemon
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,7 @@ def _config(  # noqa: PLR0917
 ) -> None:
     listed = ", ".join(f"{{name: {g}}}" for g in groups)
     path.write_text(f"""
-kafka: {{bootstrap_servers: "{kafka.address}", idempotent_producer: false}}
+kafka: {kafka_yaml(kafka)}
 mqtt: {{port: {mqtt.port}, client_id: ctl-{replica}-{run}, keepalive: 2}}
 rebalance: {{delay: 200ms, leave_grace: 1s, handoff_timeout: 20s}}
 lag: {{source: none}}

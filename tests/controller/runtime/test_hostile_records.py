@@ -25,7 +25,7 @@ from controller.wire.records import Assignment
 from controller.wire.signing import Signer, Verifier, generate
 from tests.brokers import make_config
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.compat]
 
 POISON = b"[" * 1100
 

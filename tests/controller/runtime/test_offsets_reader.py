@@ -21,7 +21,7 @@ from controller.wire.offsets import Offsets
 from controller.wire.raw_answers import RawDecodeError
 from tests.brokers import make_config, read_records, records_and_commits
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.compat]
 
 TP = TopicPartition
 

@@ -25,7 +25,7 @@ import pytest
 from controller.client import ManagedConsumer
 from controller.tools import embedded
 from controller.wire.presence import MqttAuth
-from tests.brokers import start_daemon
+from tests.brokers import kafka_yaml, start_daemon
 from tests.certs import server_cert
 
 pytestmark = pytest.mark.integration
@@ -156,7 +156,7 @@ async def test_controller_on_tls_with_secrets_and_the_admin_api(
     (tmp_path / "mqtt-password").write_text(PASSWORDS["controller"] + "\n")
     config = tmp_path / "ballast.yaml"
     config.write_text(f"""
-kafka: {{bootstrap_servers: "{kafka.address}", idempotent_producer: false}}
+kafka: {kafka_yaml(kafka)}
 mqtt: {{port: {mosquitto.tls_port}, client_id: ctl-{group}, keepalive: 2, username: controller,
         password_file: {tmp_path / "mqtt-password"}, tls: true, ca_file: {mosquitto.ca}}}
 rebalance: {{delay: 200ms, leave_grace: 1s, handoff_timeout: 10s}}

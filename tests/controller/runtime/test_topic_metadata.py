@@ -53,6 +53,7 @@ def test_replica_racks_come_from_the_brokers_that_hold_each_partition() -> None:
     assert meta.unusable_racks == ["az b"]
 
 
+@pytest.mark.compat
 async def test_a_live_cluster_gives_counts_and_no_racks_without_broker_rack(
     kafka: embedded.BrokerProcess,
     mqtt: embedded.BrokerProcess,
@@ -75,6 +76,7 @@ async def test_a_live_cluster_gives_counts_and_no_racks_without_broker_rack(
         await reader.stop()
 
 
+@pytest.mark.compat
 async def test_the_readers_answers_are_read_off_the_controllers_event_loop(
     kafka: embedded.BrokerProcess,
     mqtt: embedded.BrokerProcess,

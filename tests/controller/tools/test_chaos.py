@@ -15,6 +15,7 @@ from controller.tools import embedded
 from controller.tools.audit import run_audit
 from controller.tools.chaos import checker
 from controller.tools.chaos.nemesis import GROUP, Run
+from tests.brokers import BROKER, needs_kafka
 
 pytestmark = pytest.mark.integration
 
@@ -52,7 +53,7 @@ async def test_replica_frozen_after_reading_cannot_grant_what_its_successor_move
     the other replica leads meanwhile and moves a partition for a join; F wakes up. Before
     the fix F took the same epoch and re-granted the moved partition (double ownership,
     audit: ``generation 28 after 29 in epoch 2``)."""
-    async with Run(tmp_path) as run:
+    async with Run(tmp_path, broker=BROKER) as run:
         await _r0_leads_w0_w1(run)
         run.start_replica("r1", freeze_at="acquire.after_read")
         await embedded.wait_until_ready(run.ports["r1"], 60, run.procs["r1"])
@@ -80,7 +81,7 @@ async def test_a_restarted_worker_consumes_nothing_granted_to_its_predecessor(
     has heard of it, while the controller gives those partitions away. The controller is
     frozen across that moment here, so the window stays open: before the fix the new
     process consumed its predecessor's grant (overlap with its successors)."""
-    async with Run(tmp_path, replicas=1) as run:
+    async with Run(tmp_path, replicas=1, broker=BROKER) as run:
         await _r0_leads_w0_w1(run)
         await asyncio.sleep(5)
         run.signal("w0", signal.SIGKILL, "kill_worker")
@@ -115,8 +116,46 @@ async def test_a_restarted_worker_consumes_nothing_granted_to_its_predecessor(
         await _finish(run)
 
 
+@needs_kafka
+@pytest.mark.parametrize("transactions", [True, False], ids=["transactions", "epochs-only"])
+async def test_a_leader_frozen_before_its_write_is_fenced_by_the_broker(
+    tmp_path: Path, transactions: bool
+) -> None:
+    """r0 freezes between confirming its leadership and writing its first grants (fault
+    point ``publish.after_confirm``); r1 takes over and serves the workers; r0 wakes up
+    and writes. With ``ha.transactional_id_prefix`` r1's producer fenced r0's at the
+    broker: its write is refused (``ProducerFenced``) and nothing of it reaches the log.
+    Epoch fencing alone lets the write land, behind r1's fence where nobody applies it
+    (the audit lists it): the difference this test shows."""
+    async with Run(tmp_path, transactions=transactions) as run:
+        run.start_replica("r0", freeze_at="publish.after_confirm", hold=0)
+        await embedded.wait_until_ready(run.ports["r0"], 60, run.procs["r0"])
+        for w in ("w0", "w1"):
+            run.start_worker(w)
+        await run.until(lambda: run.reached_point("r0"), 60, "r0 frozen before its write")
+        run.start_replica("r1")
+        await embedded.wait_until_ready(run.ports["r1"], 60, run.procs["r1"])
+        await run.until(lambda: run.leader() == "r1", 60, "r1 leads")
+        await run.start_producing()
+        await asyncio.sleep(3)
+        run.procs["r0"].send_signal(signal.SIGCONT)
+        run.note("thaw", target="r0")
+        log = tmp_path / "r0.log"
+        await run.until(lambda: b"group_released" in log.read_bytes(), 60, "r0 stepped down")
+        await asyncio.sleep(3)
+        await _finish(run)
+        assert run.kafka is not None
+        (report,) = await run_audit(run.kafka.address, "ballast.assignments", [GROUP], 60.0)
+    if transactions:
+        assert b"ProducerFenced" in log.read_bytes()
+        assert report.fenced == [], report.render()
+    else:
+        assert report.fenced, report.render()
+        assert all("below the fence" in f for f in report.fenced), report.render()
+
+
 async def test_seeded_faults_short(tmp_path: Path) -> None:
-    async with Run(tmp_path) as run:
+    async with Run(tmp_path, broker=BROKER) as run:
         result = await run.run(seed=7, faults=12)
     print(json.dumps(result))
     assert result["drained"], result

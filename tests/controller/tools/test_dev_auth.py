@@ -19,7 +19,7 @@ from typing import Any
 import aiomqtt
 import pytest
 
-from controller.tools import dev, embedded
+from controller.tools import apache_kafka, dev, embedded
 from controller.wire.records import Presence, presence_topic
 
 pytestmark = pytest.mark.integration
@@ -44,19 +44,25 @@ async def _granted(port: int, want: dict[str, int], timeout: float = 40.0) -> No
         await asyncio.sleep(0.2)
 
 
-async def test_dev_up_authenticates_each_member_on_its_own_topic(tmp_path: Path) -> None:
+@pytest.mark.parametrize("broker", apache_kafka.BROKER_KINDS)
+async def test_dev_up_authenticates_each_member_on_its_own_topic(
+    tmp_path: Path, broker: apache_kafka.BrokerKind
+) -> None:
+    """On either Kafka broker (Tansu by default, ``--broker kafka``: Apache Kafka)."""
     if embedded.mosquitto_path() is None:
         pytest.fail("mosquitto is not installed (scripts/install-tools installs it)")
     http_port = embedded.free_port()
     up = subprocess.run(
         [BIN, "dev", "up", "--dir", str(tmp_path / "dev"), "--kafka-port", str(embedded.free_port()),
-         "--mqtt-port", str(embedded.free_port()), "--http-port", str(http_port)],
+         "--mqtt-port", str(embedded.free_port()), "--http-port", str(http_port),
+         "--broker", broker],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert up.returncode == 0, up.stderr
     stack = dev.find(tmp_path / "dev")
     assert stack is not None
     assert stack.mqtt_broker == "mosquitto"
+    assert broker in stack.pids
     assert stack.members == dev.MEMBERS
     assert "--mqtt-password-file" in up.stdout
     procs: list[subprocess.Popen[bytes]] = []
@@ -100,4 +106,6 @@ async def test_dev_up_authenticates_each_member_on_its_own_topic(tmp_path: Path)
             proc.wait(20)
         dev.down(stack)
     assert not dev.running(stack)
+    if broker == "kafka":
+        assert "Apache Kafka" in up.stdout
     assert os.stat(stack.password_file("w1")).st_mode & 0o077 == 0

@@ -1,0 +1,323 @@
+"""Apache Kafka brokers (KRaft) on loopback, from Maven Central's jars: the broker our users
+run, for the tests, the benchmarks and ``ballast dev up --broker kafka``.
+
+The jars of one version are fetched once (``apache_kafka.pom.xml``, Maven) into a cache
+(``$BALLAST_CACHE``, by default ``~/.cache/ballast``); ``scripts/install-tools`` fills it
+for CI. A node is formatted when it is made and started by ``BrokerProcess.start``, so a
+stopped node restarts on its own log (topics, offsets and committed positions survive).
+Production points Ballast at its own Kafka; nothing here is used there.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from controller.tools.embedded import BrokerProcess, free_port, tansu
+
+#: The Kafka our users run (the suite's default broker).
+VERSION = "4.4.0"
+#: The oldest Kafka we test against (``BALLAST_TEST_KAFKA_VERSION=3.9.1``).
+OLDEST = "3.9.1"
+POM = Path(__file__).with_name("apache_kafka.pom.xml")
+#: The broker's own "serving" line: its port opens before it can answer metadata.
+READY_LINE = b"Kafka Server started"
+#: The SCRAM mechanism of ``users`` (SASL_PLAINTEXT listener).
+SCRAM = "SCRAM-SHA-256"
+JVM_OPTIONS = (
+    "-Xms256m",
+    "-Xmx1g",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-Djava.awt.headless=true",
+    "-Dorg.slf4j.simpleLogger.showDateTime=true",
+    "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+    "-Dorg.slf4j.simpleLogger.log.kafka.server.KafkaRaftServer=info",
+)
+
+
+class KafkaJarsError(RuntimeError):
+    """The broker's jars are not cached and Maven could not fetch them."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("BALLAST_CACHE", "~/.cache/ballast")).expanduser()
+
+
+def jars(version: str = VERSION) -> Path:
+    """The folder holding Kafka ``version``'s jars, fetched with Maven on first use."""
+    target = cache_root() / f"kafka-{version}"
+    if (target / "COMPLETE").exists():
+        return target
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise KafkaJarsError(
+            f"Apache Kafka {version} is not in {target} and Maven (mvn) is not installed "
+            "to fetch it; install Maven or use the Tansu broker"
+        )
+    partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    argv = [mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(POM), "dependency:copy-dependencies"]
+    argv += [f"-Dkafka.version={version}", f"-DoutputDirectory={partial}"]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise KafkaJarsError(
+            f"mvn could not fetch org.apache.kafka:kafka_2.13:{version}:\n"
+            + (done.stdout + done.stderr)[-2000:]
+        )
+    (partial / "COMPLETE").write_text(f"org.apache.kafka:kafka_2.13:{version}\n")
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
+    return target
+
+
+def java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not found:
+        raise KafkaJarsError("Apache Kafka needs Java 17 or newer (java not found)")
+    return found
+
+
+def cluster_id() -> str:
+    """A fresh KRaft cluster id (16 random bytes, base64url as Kafka's ``Uuid``)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One KRaft node (broker and controller in one process) of a cluster."""
+
+    node_id: int
+    port: int
+    controller_port: int
+    #: The inter-broker listener when clients authenticate (SASL): plaintext, loopback.
+    internal_port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What every node of one cluster shares."""
+
+    voters: Sequence[NodeSpec]
+    cluster_id: str
+    version: str
+    users: Mapping[str, str] | None
+    overrides: Mapping[str, str]
+    #: A PEM file with the listener's private key (PKCS#8, unencrypted) and certificate.
+    tls_pem: Path | None = None
+
+
+def _properties(node: NodeSpec, plan: _Plan, data: Path) -> dict[str, str]:
+    voters, users = plan.voters, plan.users
+    replicas = str(min(3, len(voters)))
+    props = {
+        "process.roles": "broker,controller",
+        "node.id": str(node.node_id),
+        "controller.quorum.voters": ",".join(
+            f"{v.node_id}@127.0.0.1:{v.controller_port}" for v in voters
+        ),
+        "controller.listener.names": "CONTROLLER",
+        "log.dirs": str(data),
+        "offsets.topic.replication.factor": replicas,
+        "transaction.state.log.replication.factor": replicas,
+        "transaction.state.log.min.isr": str(min(2, len(voters))),
+        "share.coordinator.state.topic.replication.factor": replicas,
+        "default.replication.factor": "1",
+        # Departures from Kafka's defaults, for tests: a group starts now, not 3 s later;
+        # HA replicas of the fault tests time out after 3 s (Kafka's floor: 6 s); the
+        # cleaner looks for work every second.
+        "group.initial.rebalance.delay.ms": "0",
+        "group.min.session.timeout.ms": "2000",
+        "log.cleaner.backoff.ms": "1000",
+        # As production clusters are run: Ballast must create what it uses.
+        "auto.create.topics.enable": "false",
+    }
+    listeners = [f"CLIENT://127.0.0.1:{node.port}"]
+    protocols = ["CONTROLLER:PLAINTEXT"]
+    client = ("SASL_" if users is not None else "") + ("SSL" if plan.tls_pem else "PLAINTEXT")
+    protocols.append(f"CLIENT:{client}")
+    if client == "PLAINTEXT":
+        props["inter.broker.listener.name"] = "CLIENT"
+    else:
+        # Brokers talk over a plaintext loopback listener (its principal ANONYMOUS, a
+        # super user with ACLs on, as is the first user: the admin).
+        listeners.append(f"INTERNAL://127.0.0.1:{node.internal_port}")
+        protocols.append("INTERNAL:PLAINTEXT")
+        props["inter.broker.listener.name"] = "INTERNAL"
+    if plan.tls_pem is not None:
+        props["listener.name.client.ssl.keystore.type"] = "PEM"
+        props["listener.name.client.ssl.keystore.location"] = str(plan.tls_pem)
+    if users is not None:
+        props["sasl.enabled.mechanisms"] = SCRAM
+        props[f"listener.name.client.{SCRAM.lower()}.sasl.jaas.config"] = (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        )
+        props["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+        props["super.users"] = ";".join(["User:ANONYMOUS", f"User:{next(iter(users))}"])
+    props["listeners"] = ",".join([*listeners, f"CONTROLLER://127.0.0.1:{node.controller_port}"])
+    props["advertised.listeners"] = ",".join(listeners)
+    props["listener.security.protocol.map"] = ",".join(protocols)
+    if node.rack is not None:
+        props["broker.rack"] = node.rack
+    props.update(plan.overrides)
+    return props
+
+
+def _node(workdir: Path, node: NodeSpec, plan: _Plan) -> BrokerProcess:
+    home = workdir / f"kafka-{node.port}"
+    data = home / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    config = home / "server.properties"
+    props = _properties(node, plan, data)
+    config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    classpath = f"{jars(plan.version)}/*"
+    fmt = [java(), "-cp", classpath, "kafka.tools.StorageTool", "format"]
+    # "=" form: a cluster id may begin with "-".
+    fmt += [f"--cluster-id={plan.cluster_id}", f"--config={config}", "--ignore-formatted"]
+    for name, password in (plan.users or {}).items():
+        fmt += ["--add-scram", f"{SCRAM}=[name={name},password={password}]"]
+    done = subprocess.run(fmt, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"formatting Kafka storage failed:\n{done.stdout}{done.stderr}")
+    argv = [java(), *JVM_OPTIONS, "-cp", classpath, "kafka.Kafka", str(config)]
+    return BrokerProcess(
+        f"kafka-{node.node_id}", node.port, argv, home / "broker.log", ready_line=READY_LINE
+    )
+
+
+def _specs(count: int, racks: Sequence[str | None], port: int | None = None) -> list[NodeSpec]:
+    return [
+        NodeSpec(
+            i + 1,
+            (port if i == 0 and port else free_port()),
+            free_port(),
+            free_port(),
+            racks[i] if racks else None,
+        )
+        for i in range(count)
+    ]
+
+
+def kafka(
+    workdir: Path,
+    *,
+    port: int | None = None,
+    version: str = VERSION,
+    users: Mapping[str, str] | None = None,
+    rack: str | None = None,
+    tls: tuple[Path, Path] | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> BrokerProcess:
+    """One KRaft node on loopback (clients on ``port``, else a free one; its controller on
+    a free one), formatted, not yet started. ``users`` (name ->
+    password; the first is the admin): clients must authenticate with SCRAM-SHA-256 and
+    Kafka's ACLs apply. ``tls`` (certificate, PKCS#8 key; PEM): clients must speak TLS."""
+    (spec,) = _specs(1, [rack], port)
+    pem = None
+    if tls is not None:
+        pem = workdir / f"kafka-{spec.port}.pem"
+        pem.write_text(tls[1].read_text() + tls[0].read_text())
+        pem.chmod(0o600)
+    plan = _Plan([spec], cluster_id(), version, users, overrides or {}, pem)
+    return _node(workdir, spec, plan)
+
+
+@dataclass
+class KafkaCluster:
+    """Several KRaft nodes forming one quorum: they start together (no node serves until a
+    majority of controllers runs)."""
+
+    nodes: list[BrokerProcess]
+
+    @property
+    def address(self) -> str:
+        return ",".join(n.address for n in self.nodes)
+
+    @property
+    def port(self) -> int:
+        return self.nodes[0].port
+
+    def start(self, timeout: float = 60.0) -> KafkaCluster:
+        try:
+            for node in self.nodes:
+                node.launch()
+            for node in self.nodes:
+                node.wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> KafkaCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def cluster(
+    workdir: Path,
+    racks: Sequence[str | None] = ("a", "b", "c"),
+    *,
+    version: str = VERSION,
+    users: Mapping[str, str] | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> KafkaCluster:
+    """One node per entry of ``racks`` (its ``broker.rack``), formatted, not yet started."""
+    specs = _specs(len(racks), racks)
+    plan = _Plan(specs, cluster_id(), version, users, overrides or {})
+    return KafkaCluster([_node(workdir, s, plan) for s in specs])
+
+
+#: The Kafka-protocol brokers Ballast runs on here: Apache Kafka, and Tansu (light,
+#: embedded: no transactions, producer ids, racks or ACLs; docs/compatibility.md).
+BrokerKind = Literal["kafka", "tansu"]
+BROKER_KINDS: tuple[BrokerKind, ...] = ("kafka", "tansu")
+
+
+def broker(
+    kind: BrokerKind, workdir: Path, version: str = VERSION, port: int | None = None
+) -> BrokerProcess:
+    """A broker of ``kind`` on loopback (``port``, else a free one), not yet started."""
+    if kind == "kafka":
+        return kafka(workdir, port=port, version=version)
+    return tansu(workdir, port)
+
+
+def start_timeout(kind: BrokerKind) -> float:
+    """A JVM and a KRaft quorum take longer to serve than Tansu's binary."""
+    return 60.0 if kind == "kafka" else 20.0
+
+
+@contextlib.contextmanager
+def running(kind: BrokerKind, workdir: Path, version: str = VERSION) -> Iterator[BrokerProcess]:
+    """A started broker of ``kind`` for the duration of the block."""
+    with broker(kind, workdir, version).start(timeout=start_timeout(kind)) as proc:
+        yield proc
+
+
+def kafka_settings(kind: BrokerKind, address: str) -> dict[str, object]:
+    """The ``kafka`` config section for a broker of ``kind``: Tansu refuses producer ids,
+    so only there is ``idempotent_producer`` (on by default) turned off."""
+    return {"bootstrap_servers": address, "idempotent_producer": kind == "kafka"}
+
+
+if __name__ == "__main__":  # python -m controller.tools.apache_kafka VERSION...: fill the cache
+    import sys
+
+    for wanted in sys.argv[1:] or [VERSION, OLDEST]:
+        print(jars(wanted))

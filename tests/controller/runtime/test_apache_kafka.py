@@ -1,0 +1,421 @@
+"""What only a real Apache Kafka can show (Tansu has no ``broker.rack``, no log cleaner
+and no ACLs): racks end to end from the brokers' own metadata, the assignments topic
+compacted by the log cleaner and a takeover that recovers from what is left, and Kafka's
+ACLs making the controller's principal the only writer of Ballast's topics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as KafkaTP
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaConnectionError, TopicAuthorizationFailedError
+from kafka.admin import (
+    ACL,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    KafkaAdminClient,
+    ResourcePattern,
+    ResourceType,
+)
+
+from assignors import TopicPartition
+from controller.client.consumer import ManagedConsumer
+from controller.runtime.config import Config
+from controller.runtime.daemon import Controller
+from controller.runtime.group_view import group_view
+from controller.runtime.kafka_io import BrokerRefusalError
+from controller.tools import apache_kafka, embedded
+from controller.tools.audit import run_audit
+from controller.wire.assignments import READ_ISOLATION
+from controller.wire.metadata import topic_metadata
+from controller.wire.records import Assignment, assignment_key
+from tests.brokers import make_config, needs_kafka
+
+pytestmark = [pytest.mark.integration, needs_kafka]
+
+
+@contextlib.asynccontextmanager
+async def running(cfg: Config) -> AsyncIterator[Controller]:
+    ctl = Controller(cfg)
+    await ctl.start()
+    try:
+        yield ctl
+    finally:
+        await ctl.stop()
+
+
+@contextlib.asynccontextmanager
+async def members(
+    group: str, topic: str, bootstrap: str, mqtt: embedded.BrokerProcess, **racks: str | None
+) -> AsyncIterator[dict[str, ManagedConsumer]]:
+    """One started ``ManagedConsumer`` per keyword (member -> its rack), polled in the
+    background so that grants and revokes are applied."""
+    started: dict[str, ManagedConsumer] = {}
+    stack = contextlib.AsyncExitStack()
+    async with stack:
+        for name, rack in racks.items():
+            started[name] = await stack.enter_async_context(
+                _member(group, name, topic, bootstrap, mqtt, rack=rack)
+            )
+        yield started
+
+
+@contextlib.asynccontextmanager
+async def _member(
+    group: str,
+    name: str,
+    topic: str,
+    bootstrap: str,
+    mqtt: embedded.BrokerProcess,
+    *,
+    rack: str | None = None,
+    **options: Any,
+) -> AsyncIterator[ManagedConsumer]:
+    member = ManagedConsumer(
+        group,
+        name,
+        [topic],
+        bootstrap_servers=bootstrap,
+        mqtt_port=mqtt.port,
+        mqtt_keepalive=1,
+        rack=rack,
+        **options,
+    )
+    await member.start()
+
+    async def poll() -> None:
+        while True:
+            await member.getmany(timeout_ms=50)
+
+    task = asyncio.create_task(poll())
+    try:
+        yield member
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await member.close()
+
+
+async def until(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
+        await asyncio.sleep(0.1)
+
+
+def held(consumers: dict[str, ManagedConsumer]) -> dict[str, set[TopicPartition]]:
+    return {
+        n: {TopicPartition(tp.topic, tp.partition) for tp in c.assignment}
+        for n, c in consumers.items()
+    }
+
+
+# ------------------------------------------------------------------ racks
+
+
+def cross_rack(g: Any) -> int:
+    view: Any = group_view(g, partitions=False)
+    return int(view["quality"]["cross_rack"])
+
+
+@pytest.fixture(scope="module")
+def zoned(tmp_path_factory: pytest.TempPathFactory) -> Iterator[apache_kafka.KafkaCluster]:
+    """Three KRaft nodes, ``broker.rack`` a, b and c."""
+    with apache_kafka.cluster(tmp_path_factory.mktemp("zoned")).start() as cluster:
+        yield cluster
+
+
+async def test_partitions_follow_the_racks_the_brokers_report(
+    zoned: apache_kafka.KafkaCluster, mqtt: embedded.BrokerProcess, names: tuple[str, str]
+) -> None:
+    """Six single-replica partitions, two on each broker (racks a, b and c): a member per
+    rack gets exactly the two whose replica shares its rack, as the brokers report it.
+    When rack c's member leaves, its two go cross-rack; a new member in rack c takes
+    them back."""
+    group, topic = names
+    admin = AIOKafkaAdminClient(bootstrap_servers=zoned.address)
+    await admin.start()
+    try:
+        placed = {p: [p % 3 + 1] for p in range(6)}  # node ids 1, 2, 3: racks a, b, c
+        await admin.create_topics([NewTopic(topic, -1, -1, replica_assignments=placed)])
+        racks = (await topic_metadata(admin, [topic])).racks
+    finally:
+        await admin.close()
+    by_rack: dict[str, set[TopicPartition]] = {}
+    for tp, replica_racks in racks.items():
+        (rack,) = replica_racks
+        by_rack.setdefault(rack, set()).add(TopicPartition(tp.topic, tp.partition))
+    assert sorted(len(v) for v in by_rack.values()) == [2, 2, 2], by_rack
+    cfg = make_config(zoned, mqtt, group)
+    async with (
+        running(cfg) as ctl,
+        members(group, topic, zoned.address, mqtt, ma="a", mb="b") as fleet,
+    ):
+        g = ctl.groups[group]
+        async with _member(group, "mc", topic, zoned.address, mqtt, rack="c") as mc:
+            fleet["mc"] = mc
+            want = {"ma": by_rack["a"], "mb": by_rack["b"], "mc": by_rack["c"]}
+            await until(lambda: held(fleet) == want, 60, f"rack-local grants {want}")
+            assert cross_rack(g) == 0
+        del fleet["mc"]
+        await until(lambda: sum(map(len, held(fleet).values())) == 6, 60, "c's partitions moved")
+        assert cross_rack(g) == 2
+        async with _member(group, "mc2", topic, zoned.address, mqtt, rack="c") as mc2:
+            fleet["mc2"] = mc2
+            want = {"ma": by_rack["a"], "mb": by_rack["b"], "mc2": by_rack["c"]}
+            await until(lambda: held(fleet) == want, 60, "rack c's partitions back in rack c")
+            assert cross_rack(g) == 0
+
+
+# ------------------------------------------------------------------ compaction
+
+
+async def _read_all(address: str, topic: str) -> tuple[int, int]:
+    """(records read from the beginning, offsets the log spans): fewer records than
+    offsets means the cleaner removed superseded ones."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=address, enable_auto_commit=False, isolation_level=READ_ISOLATION
+    )
+    await consumer.start()
+    try:
+        count = (await topic_metadata(consumer, [topic])).counts[topic]
+        tps = [KafkaTP(topic, p) for p in range(count)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        read = 0
+        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+            for msgs in (await consumer.getmany(timeout_ms=500)).values():
+                read += len(msgs)
+        return read, sum(ends.values())
+    finally:
+        await consumer.stop()
+
+
+async def test_the_cleaner_compacts_the_assignments_and_a_takeover_recovers_from_what_is_left(
+    kafka: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+    names: tuple[str, str],
+    topic: str,
+) -> None:
+    """Small segments and an eager cleaner: after churn the cleaner removes superseded
+    assignment records (offsets with no record left). A new controller reads only what
+    is left and takes over with the same generation and grants: nothing moves."""
+    group = names[0]
+    assignments = f"assignments-{group}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
+    await admin.start()
+    try:
+        eager = {
+            "cleanup.policy": "compact",
+            "segment.ms": "100",
+            "min.cleanable.dirty.ratio": "0.01",
+            "min.compaction.lag.ms": "0",
+            "delete.retention.ms": "100",
+        }
+        await admin.create_topics([NewTopic(assignments, 2, 1, topic_configs=eager)])
+    finally:
+        await admin.close()
+    cfg = make_config(kafka, mqtt, group, assignments={"name": assignments})
+    options = {"assignments_topic": assignments}
+    async with contextlib.AsyncExitStack() as stack:
+        fleet: dict[str, ManagedConsumer] = {}
+        for name in ("m0", "m1"):
+            fleet[name] = await stack.enter_async_context(
+                _member(group, name, topic, kafka.address, mqtt, **options)
+            )
+        async with running(cfg) as ctl:
+            for step in range(6):  # a join and a leave per step, each a generation
+                name = f"x{step}"
+                async with _member(group, name, topic, kafka.address, mqtt, **options) as m:
+                    fleet[name] = m
+                    await until(
+                        lambda: [len(c.assignment) for c in fleet.values()] == [4] * 3,
+                        60,
+                        "x joined",
+                    )
+                    del fleet[name]
+                await until(
+                    lambda: [len(c.assignment) for c in fleet.values()] == [6, 6], 60, "x left"
+                )
+                await asyncio.sleep(0.2)  # past segment.ms: the next write rolls a segment
+            deadline = time.monotonic() + 90
+            while True:
+                read, spanned = await _read_all(kafka.address, assignments)
+                if read < spanned:
+                    break
+                assert time.monotonic() < deadline, f"nothing compacted: {read} of {spanned}"
+                await asyncio.sleep(1.0)
+            first = ctl.groups[group].state.reconciler
+            generation, granted = first.generation, dict(first.granted)
+        before = held(fleet)
+        print(f"compacted: {read} records left of {spanned} offsets")
+        async with running(cfg) as again:
+            recovered = again.groups[group].state.reconciler
+            assert recovered.generation == generation
+            assert dict(recovered.granted) == granted
+            await asyncio.sleep(2.0)  # a takeover that moved something would show it by now
+            assert again.groups[group].state.reconciler.generation == generation
+        assert held(fleet) == before
+
+
+# ------------------------------------------------------------------ refusals
+
+
+async def test_a_session_timeout_the_brokers_refuse_stops_start_up_with_one_line(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str]
+) -> None:
+    """Kafka refuses a group session shorter than ``group.min.session.timeout.ms`` (6 s by
+    default; 2 s on the test brokers); the HA election says which setting to change
+    instead of failing with the client's error."""
+    group = names[0]
+    ha = {"enabled": True, "session_timeout": 1.0, "heartbeat_interval": 0.3}
+    cfg = make_config(kafka, mqtt, group, ha={**ha, "election_group": f"ctl-{group}"})
+    ctl = Controller(cfg)
+    try:
+        with pytest.raises(BrokerRefusalError, match=r"ha\.session_timeout 1s.*6 s"):
+            await ctl.start()
+    finally:
+        await ctl.stop()
+
+
+# ------------------------------------------------------------------ ACLs
+
+USERS = {"admin": "admin-secret", "ballast-controller": "ctl-secret", "fleet": "fleet-secret"}
+
+
+def _sasl(user: str) -> dict[str, Any]:
+    return {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": apache_kafka.SCRAM,
+        "sasl_plain_username": user,
+        "sasl_plain_password": USERS[user],
+    }
+
+
+def _grant(address: str, *acls: tuple[str, ResourceType, str, ACLOperation]) -> None:
+    """As an operator would with ``kafka-acls.sh`` (docs/operations.md, "Kafka ACLs")."""
+    admin = KafkaAdminClient(
+        bootstrap_servers=address,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism=apache_kafka.SCRAM,
+        sasl_plain_username="admin",
+        sasl_plain_password=USERS["admin"],
+    )
+    try:
+        result = admin.create_acls(
+            [
+                ACL(
+                    f"User:{user}",
+                    "*",
+                    operation,
+                    ACLPermissionType.ALLOW,
+                    ResourcePattern(kind, name, ACLResourcePatternType.LITERAL),
+                )
+                for user, kind, name, operation in acls
+            ]
+        )
+        assert not result["failed"], result["failed"]
+    finally:
+        admin.close()
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[embedded.BrokerProcess]:
+    """One node whose clients authenticate with SCRAM and whose ACLs apply."""
+    workdir = tmp_path_factory.mktemp("secured")
+    with apache_kafka.kafka(workdir, users=USERS).start(timeout=60.0) as broker:
+        yield broker
+
+
+async def test_only_the_controllers_principal_writes_ballasts_topics(
+    secured: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str]
+) -> None:
+    """The ACLs of docs/operations.md: the controller's principal owns the assignments and
+    constraints topics; the fleet's reads the assignments and its own topic. A member
+    is granted its partitions and reads records, and a forged grant or constraint from
+    its principal is refused by the broker (``TopicAuthorizationFailed``)."""
+    group, topic = names
+    ctl, fleet = "ballast-controller", "fleet"
+    assignments, constraints = "ballast.assignments", "ballast.constraints"
+    admin = AIOKafkaAdminClient(bootstrap_servers=secured.address, **_sasl("admin"))
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, 4, 1)])
+    finally:
+        await admin.close()
+    topic_, group_ = ResourceType.TOPIC, ResourceType.GROUP
+    await asyncio.to_thread(
+        _grant,
+        secured.address,
+        (ctl, topic_, assignments, ACLOperation.ALL),
+        (ctl, topic_, constraints, ACLOperation.ALL),
+        (ctl, topic_, topic, ACLOperation.DESCRIBE),
+        (ctl, group_, group, ACLOperation.READ),
+        (ctl, group_, group, ACLOperation.DESCRIBE),
+        (fleet, topic_, assignments, ACLOperation.READ),
+        (fleet, topic_, assignments, ACLOperation.DESCRIBE),
+        (fleet, topic_, topic, ACLOperation.READ),
+        (fleet, topic_, topic, ACLOperation.DESCRIBE),
+        (fleet, group_, group, ACLOperation.READ),
+    )
+    cfg = make_config(secured, mqtt, group)
+    sasl = {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": apache_kafka.SCRAM,
+        "sasl_username": ctl,
+        "sasl_password": USERS[ctl],
+    }
+    cfg = cfg.model_copy(update={"kafka": cfg.kafka.model_copy(update=sasl)})
+    cfg = Config.model_validate(cfg.model_dump())  # the password as a secret again
+    producer = AIOKafkaProducer(bootstrap_servers=secured.address, **_sasl(fleet))
+    async with (
+        running(cfg),
+        _member(group, "m1", topic, secured.address, mqtt, kafka_security=_sasl(fleet)) as m1,
+    ):
+        await until(lambda: len(m1.assignment) == 4, 60, "m1 granted the topic")
+        forged = Assignment(
+            group=group,
+            member="m2",
+            generation=10**6,
+            controller_epoch=10**6,
+            partitions=[TopicPartition(topic, 0)],
+            issued_at=time.time(),
+        )
+        await producer.start()
+        try:
+            for target in (assignments, constraints):
+                with pytest.raises(TopicAuthorizationFailedError):
+                    await producer.send_and_wait(
+                        target, forged.encode(), key=assignment_key(group, "m2")
+                    )
+        finally:
+            await producer.stop()
+        assert len(m1.assignment) == 4
+    reports = await run_audit(secured.address, assignments, [group], 30.0, security=_sasl(ctl))
+    assert reports[0].ok, reports[0].render()
+
+
+def test_clients_without_credentials_get_nothing(secured: embedded.BrokerProcess) -> None:
+    """The secured listener refuses a plaintext client outright: nothing above passed
+    because the broker let everyone in."""
+
+    async def connect() -> None:
+        consumer = AIOKafkaConsumer(bootstrap_servers=secured.address, request_timeout_ms=3000)
+        try:
+            await consumer.start()
+            await consumer.topics()
+        finally:
+            await consumer.stop()
+
+    with pytest.raises(KafkaConnectionError):
+        asyncio.run(connect())
