@@ -9,9 +9,13 @@ partitions moved per event and records processed twice.
   (rebalance_delay 100 ms, leave_grace 0, MQTT keepalive 1 s). A crash drops the MQTT
   connection without DISCONNECT (the broker publishes the Will) and stops consuming
   without committing.
-* Group protocol (the peer): ``AIOKafkaConsumer(group_id=...).subscribe()`` with default
-  settings; a clean leave is ``stop()`` (LeaveGroup). The peer's crash is not measured:
-  crashing one in-process aiokafka consumer needs its private internals.
+* Classic group protocol (a peer): ``AIOKafkaConsumer(group_id=...).subscribe()`` with
+  default settings; a clean leave is ``stop()`` (LeaveGroup). The peer's crash is not
+  measured: crashing one in-process aiokafka consumer needs its private internals.
+* KIP-848 (the other peer, on Apache Kafka only): confluent-kafka consumers with
+  ``group.protocol=consumer``: the broker assigns (its ``UniformAssignor``) and moves
+  partitions incrementally; a clean leave is ``close()``. Each consumer polls in its own
+  thread, as librdkafka's API asks.
 
     python benchmarks/handoff_bench.py --consumers 20 --events 5
 """
@@ -27,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -263,6 +268,94 @@ async def group_run(kafka: embedded.BrokerProcess, n: int, events: int) -> dict[
     }
 
 
+# ------------------------------------------------------------------ KIP-848
+
+
+class _Kip848Member(threading.Thread):
+    """One confluent-kafka consumer of the new protocol, polling in its own thread."""
+
+    def __init__(self, name: str, bootstrap: str, topic: str, tracker: Tracker) -> None:
+        super().__init__(name=name, daemon=True)
+        from confluent_kafka import Consumer  # noqa: PLC0415 - the bench extra only
+
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": topic,
+                "group.protocol": "consumer",
+                "auto.offset.reset": "earliest",
+                "client.id": name,
+            }
+        )
+        self.consumer.subscribe([topic])
+        self.tracker = tracker
+        self.held: frozenset[int] = frozenset()
+        self.leave = threading.Event()
+        self.left = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.leave.is_set():
+                msg = self.consumer.poll(0.05)
+                if msg is not None and msg.error() is None:
+                    self.tracker.record(msg.partition() or 0, msg.offset() or 0, msg.value())
+                self.held = frozenset(tp.partition for tp in self.consumer.assignment())
+        finally:
+            self.consumer.close()  # leaves the group
+            self.left.set()
+
+
+async def kip848_run(kafka: embedded.BrokerProcess, n: int, events: int) -> dict[str, Any]:
+    topic = "kip848-bench"
+    await embedded.create_topics(kafka.address, {topic: n * PER_CONSUMER})
+    tracker = Tracker()
+    members: dict[str, _Kip848Member] = {}
+    producer = AIOKafkaProducer(bootstrap_servers=kafka.address, linger_ms=0)
+    await producer.start()
+
+    def start(name: str) -> None:
+        members[name] = _Kip848Member(name, kafka.address, topic, tracker)
+        members[name].start()
+
+    def total() -> int:
+        return sum(len(m.held) for m in members.values())
+
+    clean: list[float] = []
+    moved: list[int] = []
+    try:
+        for i in range(n):
+            start(f"k{i:03d}")
+        await settle(
+            lambda: total() == n * PER_CONSUMER and all(m.held for m in members.values()), 300
+        )
+        for i in range(events):
+            victim = sorted(members)[i % len(members)]
+            m = members.pop(victim)
+            held = set(m.held)
+            before = {name: set(o.held) for name, o in members.items()}
+            t0 = time.perf_counter()
+            m.leave.set()
+            await asyncio.to_thread(m.left.wait, 60)
+            names = await produce_markers(producer, topic, held, f"k{i}")
+            t1 = await wait_markers(tracker, names, 300)
+            clean.append((t1 - t0) * 1000)
+            await settle(lambda: total() == n * PER_CONSUMER, 300)
+            moved.append(sum(len(before[name] - o.held) for name, o in members.items()))
+            start(victim)
+            await settle(lambda: all(o.held for o in members.values()), 300)
+    finally:
+        for m in members.values():
+            m.leave.set()
+        for m in members.values():
+            await asyncio.to_thread(m.left.wait, 60)
+        await producer.stop()
+    return {
+        "clean_leave_ms": summary(clean),
+        "moved_per_event_max": max(moved, default=0),
+        "duplicates": tracker.duplicates(),
+    }
+
+
 # ------------------------------------------------------------------ helpers
 
 
@@ -297,11 +390,13 @@ async def main_async(
             kafka, mqtt, consumers, events, Path(tmp), reader_wait_ms, poll_ms, broker
         )
         peer = await group_run(kafka, consumers, events)
-    out = {"consumers": consumers, "ballast": ours, "group_protocol": peer}
-    if ours["clean_leave_ms"] and peer["clean_leave_ms"]:
-        out["clean_leave_speedup_p50"] = round(
-            peer["clean_leave_ms"]["p50"] / ours["clean_leave_ms"]["p50"], 1
-        )
+        kip848 = await kip848_run(kafka, consumers, events) if broker == "kafka" else None
+    out = {"consumers": consumers, "ballast": ours, "group_protocol": peer, "kip848": kip848}
+    for name, other in (("classic", peer), ("kip848", kip848)):
+        if other and ours["clean_leave_ms"] and other["clean_leave_ms"]:
+            out[f"clean_leave_speedup_p50_vs_{name}"] = round(
+                other["clean_leave_ms"]["p50"] / ours["clean_leave_ms"]["p50"], 1
+            )
     return out
 
 

@@ -27,21 +27,19 @@ from collections.abc import Awaitable, Callable
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka import TopicPartition as KafkaTP
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import (
     ConsumerStoppedError,
     InvalidSessionTimeoutError,
     KafkaError,
-    TopicAlreadyExistsError,
 )
 from aiokafka.structs import OffsetAndMetadata
 
 from controller import logs
 from controller.runtime import faultpoints
 from controller.runtime.config import Config
-from controller.runtime.kafka_io import BrokerRefusalError, client_options
+from controller.runtime.kafka_io import BrokerRefusalError, client_options, ensure_topic
 from controller.wire.group_protocol import group_assignor
-from controller.wire.metadata import topic_metadata
 
 log = logs.get("ballast.election")
 
@@ -196,14 +194,11 @@ async def ensure_control_topic(cfg: Config) -> None:
     admin = AIOKafkaAdminClient(client_id=f"{cfg.kafka.client_id}-admin", **client_options(cfg))
     await admin.start()
     try:
-        found = (await topic_metadata(admin, [ha.control_topic])).counts.get(ha.control_topic)
-        if found is None:
-            with contextlib.suppress(TopicAlreadyExistsError):  # another replica raced us
-                await admin.create_topics([NewTopic(ha.control_topic, ha.shards, 1)])
-            meta = await admin.describe_topics([ha.control_topic])
-            found = len(meta[0]["partitions"])
+        found = await ensure_topic(admin, ha.control_topic, ha.shards, 1, {})
     finally:
         await admin.close()
+    if found is None:  # we created it, with ha.shards partitions
+        return
     if found != ha.shards:
         raise BrokerRefusalError(
             f"control topic {ha.control_topic!r} has {found} partitions but ha.shards is "

@@ -105,8 +105,20 @@ async def ensure_topic(
     try:
         await admin.create_topics([NewTopic(name, partitions, rf, topic_configs=dict(configs))])
     except TopicAlreadyExistsError:  # another replica created it meanwhile
-        return (await topic_metadata(admin, [name])).counts.get(name, partitions)
+        return await partition_count(admin, name)
     return None
+
+
+async def partition_count(admin: AIOKafkaAdminClient, name: str, timeout: float = 10.0) -> int:
+    """The partition count of a topic known to exist. A new topic takes a moment to reach
+    the brokers' metadata (Apache Kafka answers UnknownTopicOrPartition until then; Tansu
+    never lags), so a replica that lost the race to create it asks again."""
+    deadline = time.monotonic() + timeout
+    while not (count := (await topic_metadata(admin, [name])).counts.get(name)):
+        if time.monotonic() > deadline:
+            raise BrokerRefusalError(f"topic {name!r} exists but no broker describes it yet")
+        await asyncio.sleep(0.1)
+    return count
 
 
 async def ensure_pipeline_topics(admin: AIOKafkaAdminClient, cfg: Config) -> None:

@@ -42,6 +42,8 @@ BIN = Path(sys.executable).parent / "ballast"
 GROUP = "chaos"
 TOPIC = "input"
 PARTITIONS = 24
+#: membership.session_timeout with Kafka presence (members beat every 0.5 s to 2 s).
+KAFKA_SESSION = 6.0
 #: (fault, weight). Worker faults are the common case; replica faults the dangerous one.
 FAULTS = (
     ("kill_worker", 3),
@@ -81,6 +83,10 @@ class Run:
     timing: Timing = field(default_factory=Timing)
     broker: Literal["kafka", "tansu"] = "kafka"
     transactions: bool = True
+    #: How workers announce themselves: MQTT (retained presence) or the heartbeat topic.
+    presence: Literal["mqtt", "kafka"] = "mqtt"
+    #: Classpath of the Java member (``clients/java``), for ``start_worker(java=True)``.
+    java_classpath: str | None = None
     kafka: embedded.BrokerProcess | None = None
     mqtt: embedded.BrokerProcess | None = None
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -157,6 +163,9 @@ groups: [{{name: {GROUP}}}]
 http: {{host: 127.0.0.1, port: {self.ports[replica]}}}
 logging: {{format: json}}
 """)
+        if self.presence == "kafka":
+            with path.open("a") as f:
+                f.write(f"membership: {{source: kafka, session_timeout: {KAFKA_SESSION}s}}\n")
         return path
 
     def start_replica(self, name: str, freeze_at: str | None = None, hold: float = 3.0) -> None:
@@ -177,12 +186,22 @@ logging: {{format: json}}
         )
         self.note("start_replica", target=name, freeze_at=freeze_at)
 
-    def start_worker(self, name: str) -> None:
+    def start_worker(self, name: str, java: bool = False) -> None:
+        """A ``ballast worker`` process, or (``java``) the Java member's worker: the same
+        files, so the checker reads both."""
         assert self.kafka is not None
         assert self.mqtt is not None
-        argv = [str(BIN), "worker", "--bootstrap", self.kafka.address, "--mqtt-port"]
-        argv += [str(self.mqtt.port), "--group", GROUP, "--member", name, "--topic", TOPIC]
-        argv += ["--out", str(self.workdir / f"{name}.out")]
+        out = str(self.workdir / f"{name}.out")
+        if java:
+            assert self.java_classpath is not None, "Run(java_classpath=...)"
+            assert self.presence == "kafka", "the Java member announces itself on Kafka"
+            argv = ["java", "-cp", self.java_classpath, "dev.ballast.member.Worker"]
+            argv += ["--bootstrap", self.kafka.address, "--group", GROUP, "--member", name]
+            argv += ["--topic", TOPIC, "--out", out, "--heartbeat-interval-ms", "500"]
+        else:
+            argv = [str(BIN), "worker", "--bootstrap", self.kafka.address, "--mqtt-port"]
+            argv += [str(self.mqtt.port), "--group", GROUP, "--member", name, "--topic", TOPIC]
+            argv += ["--out", out, "--presence", self.presence]
         log = (self.workdir / f"{name}.log").open("ab")
         self.procs[name] = subprocess.Popen(argv, stderr=log, stdout=subprocess.DEVNULL)
         self.note("start_worker", target=name)

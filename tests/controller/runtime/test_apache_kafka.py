@@ -38,18 +38,9 @@ from controller.wire.assignments import READ_ISOLATION
 from controller.wire.metadata import topic_metadata
 from controller.wire.records import Assignment, assignment_key
 from tests.brokers import make_config, needs_kafka
+from tests.controller.runtime.test_controller import running
 
 pytestmark = [pytest.mark.integration, needs_kafka]
-
-
-@contextlib.asynccontextmanager
-async def running(cfg: Config) -> AsyncIterator[Controller]:
-    ctl = Controller(cfg)
-    await ctl.start()
-    try:
-        yield ctl
-    finally:
-        await ctl.stop()
 
 
 @contextlib.asynccontextmanager
