@@ -99,7 +99,7 @@ class NodeSpec:
     node_id: int
     port: int
     controller_port: int
-    #: The inter-broker listener when clients authenticate (SASL): plaintext, loopback.
+    #: The inter-broker listener when clients need SASL or TLS: plaintext, loopback.
     internal_port: int
     rack: str | None = None
 
@@ -112,7 +112,6 @@ class _Plan:
     cluster_id: str
     version: str
     users: Mapping[str, str] | None
-    overrides: Mapping[str, str]
     #: A PEM file with the listener's private key (PKCS#8, unencrypted) and certificate.
     tls_pem: Path | None = None
 
@@ -169,7 +168,6 @@ def _properties(node: NodeSpec, plan: _Plan, data: Path) -> dict[str, str]:
     props["listener.security.protocol.map"] = ",".join(protocols)
     if node.rack is not None:
         props["broker.rack"] = node.rack
-    props.update(plan.overrides)
     return props
 
 
@@ -216,7 +214,6 @@ def kafka(
     users: Mapping[str, str] | None = None,
     rack: str | None = None,
     tls: tuple[Path, Path] | None = None,
-    overrides: Mapping[str, str] | None = None,
 ) -> BrokerProcess:
     """One KRaft node on loopback (clients on ``port``, else a free one; its controller on
     a free one), formatted, not yet started. ``users`` (name ->
@@ -228,7 +225,7 @@ def kafka(
         pem = workdir / f"kafka-{spec.port}.pem"
         pem.write_text(tls[1].read_text() + tls[0].read_text())
         pem.chmod(0o600)
-    plan = _Plan([spec], cluster_id(), version, users, overrides or {}, pem)
+    plan = _Plan([spec], cluster_id(), version, users, pem)
     return _node(workdir, spec, plan)
 
 
@@ -242,10 +239,6 @@ class KafkaCluster:
     @property
     def address(self) -> str:
         return ",".join(n.address for n in self.nodes)
-
-    @property
-    def port(self) -> int:
-        return self.nodes[0].port
 
     def start(self, timeout: float = 60.0) -> KafkaCluster:
         try:
@@ -275,11 +268,10 @@ def cluster(
     *,
     version: str = VERSION,
     users: Mapping[str, str] | None = None,
-    overrides: Mapping[str, str] | None = None,
 ) -> KafkaCluster:
     """One node per entry of ``racks`` (its ``broker.rack``), formatted, not yet started."""
     specs = _specs(len(racks), racks)
-    plan = _Plan(specs, cluster_id(), version, users, overrides or {})
+    plan = _Plan(specs, cluster_id(), version, users)
     return KafkaCluster([_node(workdir, s, plan) for s in specs])
 
 
