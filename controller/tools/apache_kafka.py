@@ -1,10 +1,10 @@
 """Apache Kafka brokers (KRaft) on loopback, from Maven Central's jars: the broker our users
 run, for the tests, the benchmarks and ``ballast dev up --broker kafka``.
 
-The jars of one version are fetched once (``apache_kafka.pom.xml``, Maven) into a cache
-(``$BALLAST_CACHE``, by default ``~/.cache/ballast``); ``scripts/install-tools`` fills it
-for CI. A node is formatted when it is made and started by ``BrokerProcess.start``, so a
-stopped node restarts on its own log (topics, offsets and committed positions survive).
+The jars of one version are fetched once (``apache_kafka.pom.xml``) into the cache of
+``controller.tools.maven``. A node is formatted when it is made and started by
+``BrokerProcess.start``, so a stopped node restarts on its own log (topics, offsets and
+committed positions survive).
 Production points Ballast at its own Kafka; nothing here is used there.
 """
 
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from controller.tools import maven
 from controller.tools.embedded import BrokerProcess, free_port, tansu
 
 #: The Kafka our users run (the suite's default broker).
@@ -44,46 +45,19 @@ JVM_OPTIONS = (
 )
 
 
-class KafkaJarsError(RuntimeError):
-    """The broker's jars are not cached and Maven could not fetch them."""
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("BALLAST_CACHE", "~/.cache/ballast")).expanduser()
-
-
 def jars(version: str = VERSION) -> Path:
     """The folder holding Kafka ``version``'s jars, fetched with Maven on first use."""
-    target = cache_root() / f"kafka-{version}"
-    if (target / "COMPLETE").exists():
-        return target
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise KafkaJarsError(
-            f"Apache Kafka {version} is not in {target} and Maven (mvn) is not installed "
-            "to fetch it; install Maven or use the Tansu broker"
-        )
-    partial = target.with_name(target.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    argv = [mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(POM), "dependency:copy-dependencies"]
-    argv += [f"-Dkafka.version={version}", f"-DoutputDirectory={partial}"]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise KafkaJarsError(
-            f"mvn could not fetch org.apache.kafka:kafka_2.13:{version}:\n"
-            + (done.stdout + done.stderr)[-2000:]
-        )
-    (partial / "COMPLETE").write_text(f"org.apache.kafka:kafka_2.13:{version}\n")
-    shutil.rmtree(target, ignore_errors=True)
-    partial.rename(target)
-    return target
+    try:
+        return maven.fetch(POM, f"kafka-{version}", {"kafka.version": version})
+    except maven.JarsError as exc:
+        raise maven.JarsError(f"Apache Kafka {version}: {exc}; or use the Tansu broker") from None
 
 
 def java() -> str:
     home = os.environ.get("JAVA_HOME")
     found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
     if not found:
-        raise KafkaJarsError("Apache Kafka needs Java 17 or newer (java not found)")
+        raise maven.JarsError("Apache Kafka needs Java 17 or newer (java not found)")
     return found
 
 

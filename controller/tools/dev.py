@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from controller.errors import InputError
-from controller.tools import apache_kafka, embedded
+from controller.tools import apache_kafka, embedded, maven
 from controller.tools.embedded import CONTROLLER_USER
 from controller.wire.records import is_member_id
 
@@ -144,7 +144,7 @@ def up(
             _private(directory / "mqtt" / f"{name}.password", password)
     try:
         kafka = apache_kafka.broker(kafka_broker, directory, port=kafka_port)
-    except apache_kafka.KafkaJarsError as exc:
+    except maven.JarsError as exc:
         raise InputError(f"--broker kafka: {exc}") from None
     kafka.start(apache_kafka.start_timeout(kafka_broker), outlive_parent=True)
     try:
