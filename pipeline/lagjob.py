@@ -38,7 +38,7 @@ from controller.wire.records import (
     decode,
 )
 
-from . import lagmath
+from . import lagmath, s3a
 from .connection import kafka_options
 from .kafka_source import NAME as PYTHON_KAFKA
 from .progress import ProgressReporter
@@ -370,7 +370,9 @@ async def create_topics(cfg: Config) -> None:
 def run(cfg: Config, checkpoint: str | None = None) -> int:
     """Run until interrupted: the entry point of ``ballast pipeline lag``."""
     asyncio.run(create_topics(cfg))
-    spark = session(cfg.pipeline.master, cfg.pipeline.shuffle_partitions)
+    where = checkpoint or cfg.pipeline.checkpoint
+    extra = s3a.spark_conf(cfg.pipeline) if s3a.wanted(where) else {}
+    spark = session(cfg.pipeline.master, cfg.pipeline.shuffle_partitions, extra)
     reporter = ProgressReporter.install(spark, cfg.pipeline.metrics_port)
     query = start(spark, cfg, checkpoint)
     reporter.log.info(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
@@ -17,7 +18,10 @@ from .kafka_source import KafkaDataSource
 REDACTED_OPTIONS = r"(?i)url|password|secret|token|jaas|keystore\.key"
 
 
-def session(master: str = "local[2]", shuffle_partitions: int = 4) -> SparkSession:
+def session(
+    master: str = "local[2]", shuffle_partitions: int = 4, extra: Mapping[str, str] | None = None
+) -> SparkSession:
+    """``extra``: more settings for the new session (the S3A jars and endpoint)."""
     # Python workers must be this interpreter (the venv with Ballast installed), and a
     # local driver binds to loopback only.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -30,6 +34,8 @@ def session(master: str = "local[2]", shuffle_partitions: int = 4) -> SparkSessi
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.driver.bindAddress", "127.0.0.1")
         )
+    for key, value in (extra or {}).items():
+        builder = builder.config(key, value)
     spark = (
         builder.config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

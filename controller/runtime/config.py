@@ -211,6 +211,12 @@ class PipelineSettings(_Section):
     state_buckets: Annotated[int, Field(ge=0, le=100_000)] = 64
     #: Prometheus port of the job's driver; 0 disables.
     metrics_port: Annotated[int, Field(ge=0, le=65_535)] = 0
+    #: For an ``s3a://`` checkpoint (docs/pipeline.md): an S3-compatible endpoint (None:
+    #: AWS S3), buckets addressed by path (MinIO, moto) or by host name, and the region.
+    #: Credentials come from the environment (AWS_*), never from this file.
+    s3_endpoint: Annotated[str, Field(pattern=r"^https?://[^\s]+$")] | None = None
+    s3_path_style: bool = False
+    s3_region: Annotated[str, Field(pattern=r"^[a-z0-9-]{1,64}$")] = "us-east-1"
 
     @model_validator(mode="after")
     def _windows(self) -> PipelineSettings:
