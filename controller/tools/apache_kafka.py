@@ -153,18 +153,24 @@ def _node(workdir: Path, node: NodeSpec, plan: _Plan) -> BrokerProcess:
     props = _properties(node, plan, data)
     config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     classpath = f"{jars(plan.version)}/*"
-    fmt = [java(), "-cp", classpath, "kafka.tools.StorageTool", "format"]
-    # "=" form: a cluster id may begin with "-".
-    fmt += [f"--cluster-id={plan.cluster_id}", f"--config={config}", "--ignore-formatted"]
-    for name, password in (plan.users or {}).items():
-        fmt += ["--add-scram", f"{SCRAM}=[name={name},password={password}]"]
-    done = subprocess.run(fmt, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"formatting Kafka storage failed:\n{done.stdout}{done.stderr}")
+    if not (data / "meta.properties").exists():  # formatted already: its log is kept
+        _format(classpath, config, plan)
     argv = [java(), *JVM_OPTIONS, "-cp", classpath, "kafka.Kafka", str(config)]
     return BrokerProcess(
         f"kafka-{node.node_id}", node.port, argv, home / "broker.log", ready_line=READY_LINE
     )
+
+
+def _format(classpath: str, config: Path, plan: _Plan) -> None:
+    fmt = [java(), "-cp", classpath, "kafka.tools.StorageTool", "format"]
+    # "=" form: a cluster id may begin with "-".
+    fmt += [f"--cluster-id={plan.cluster_id}", f"--config={config}"]
+    for name, password in (plan.users or {}).items():
+        fmt += ["--add-scram", f"{SCRAM}=[name={name},password={password}]"]
+    done = subprocess.run(fmt, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        tail = (done.stdout + done.stderr)[-2000:]
+        raise RuntimeError(f"formatting Kafka storage under {config.parent} failed:\n{tail}")
 
 
 def _specs(count: int, racks: Sequence[str | None], port: int | None = None) -> list[NodeSpec]:

@@ -18,6 +18,7 @@ from typing import Any
 
 import aiomqtt
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from controller.tools import apache_kafka, dev, embedded
 from controller.wire.records import Presence, presence_topic
@@ -109,3 +110,29 @@ async def test_dev_up_authenticates_each_member_on_its_own_topic(
     if broker == "kafka":
         assert "Apache Kafka" in up.stdout
     assert os.stat(stack.password_file("w1")).st_mode & 0o077 == 0
+
+
+async def test_dev_up_on_apache_kafka_keeps_its_log_across_down_and_up(tmp_path: Path) -> None:
+    """``dev up --broker kafka`` formats its storage once: after ``dev down`` a second
+    ``dev up`` starts on the same log (it used to format again with a new cluster id,
+    which Kafka refuses), so a topic created meanwhile is still there."""
+    where, port = tmp_path / "dev", embedded.free_port()
+    argv = [BIN, "dev", "up", "--dir", str(where), "--broker", "kafka", "--kafka-port", str(port),
+            "--mqtt-port", str(embedded.free_port()), "--http-port", str(embedded.free_port())]  # fmt: skip
+    for attempt in range(2):
+        up = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        assert up.returncode == 0, up.stderr[-2000:]
+        stack = dev.find(where)
+        assert stack is not None
+        try:
+            admin = AIOKafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}")
+            await admin.start()
+            try:
+                if attempt == 0:
+                    await admin.create_topics([NewTopic("kept", 3, 1)])
+                else:
+                    assert "kept" in await admin.list_topics()
+            finally:
+                await admin.close()
+        finally:
+            dev.down(stack)
