@@ -138,7 +138,13 @@ async def run_daemon(cfg: Config, record: Path | None = None) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
-    runner = await serve(controller, cfg.http.host, cfg.http.port)
+    try:
+        runner = await serve(controller, cfg.http.host, cfg.http.port)
+    except OSError as exc:  # the port is taken, or the address is not this host's
+        await controller.stop()  # closes the clients it made, never started
+        where = f"{cfg.http.host}:{cfg.http.port}"
+        log.error("startup_failed", error=f"http.port: cannot listen on {where}: {exc.strerror}")
+        return InputError.exit_code
     log.info("http_listening", host=cfg.http.host, port=bound_port(runner))
     try:
         starting = asyncio.create_task(controller.start())

@@ -44,9 +44,15 @@ def configure(level: str = "info", fmt: Literal["auto", "json", "console"] = "au
     # tracebacks only at debug.
     errors = structlog.processors.format_exc_info if level == "debug" else _one_line
     handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(LibraryFlood())
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name, errors],
+            foreign_pre_chain=[
+                *shared,
+                structlog.stdlib.add_logger_name,
+                structlog.stdlib.ExtraAdder(allow={"suppressed"}),
+                errors,
+            ],
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
         )
     )
@@ -93,17 +99,28 @@ class Throttle:
     were held back since the last one (``suppressed``)."""
 
     def __init__(
-        self, burst: int = 10, window: float = 60.0, clock: Callable[[], float] = time.monotonic
+        self,
+        burst: int = 10,
+        window: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        max_keys: int = 10_000,
     ) -> None:
         self._burst = burst
         self._window = window
         self._clock = clock
+        self._max_keys = max_keys
         #: key -> (window start, lines let through in it, lines held back since the last)
         self._state: dict[str, tuple[float, int, int]] = {}
+
+    def __len__(self) -> int:
+        """Keys tracked now."""
+        return len(self._state)
 
     def allow(self, key: str) -> int | None:
         """None: hold this line back. Otherwise log it, with the count returned."""
         now = self._clock()
+        if key not in self._state and len(self._state) >= self._max_keys:
+            self._state.clear()  # bounded whatever the keys: start every count afresh
         start, passed, held = self._state.get(key, (now, 0, 0))
         if now - start >= self._window:
             start, passed = now, 0
@@ -112,6 +129,25 @@ class Throttle:
             return None
         self._state[key] = (start, passed + 1, 0)
         return held
+
+
+class LibraryFlood(logging.Filter):
+    """One line per library message (logger and template: a bounded set, written in the
+    library's code) every ``window`` seconds. With a broker down, aiokafka logs each
+    failed attempt of each client (1 600 lines in 20 s here); the line that gets through
+    says how many were held back (``suppressed``)."""
+
+    def __init__(self, throttle: Throttle | None = None) -> None:
+        super().__init__()
+        self._throttle = Throttle(burst=1, window=10.0) if throttle is None else throttle
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        held = self._throttle.allow(f"{record.name}\0{record.msg}")
+        if held is None:
+            return False
+        if held:
+            record.suppressed = held
+        return True
 
 
 def clipped(text: str, limit: int = 500) -> str:

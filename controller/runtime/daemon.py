@@ -237,6 +237,13 @@ class Controller:
                     await closing
             except Exception as exc:  # includes TimeoutError
                 log.warning("client_did_not_stop", error=repr(exc))
+            except asyncio.CancelledError:
+                # aiokafka's fetcher re-raises the cancellation of its own fetch tasks from
+                # ``stop()`` while a broker is unreachable: not ours unless we are cancelled.
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+                log.warning("client_did_not_stop", error="its close raised CancelledError")
         if self._recorder is not None:
             self._recorder.close()
         log.info("stopped")

@@ -7,14 +7,16 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from controller.tools import embedded
+from controller.tools import apache_kafka, embedded
 from controller.tools.simfleet import Fleet
-from tests.brokers import kafka_yaml, start_daemon
+from tests.brokers import BROKER, kafka_yaml, start_daemon
 
 pytestmark = pytest.mark.integration
 
@@ -126,3 +128,50 @@ async def test_daemon_process_http_logs_kill_and_drain(
         assert key in rebalances[0]
     assert lines[-1]["event"] == "stopped"
     assert os.path.exists(log)
+
+
+def test_a_busy_http_port_is_one_line_naming_the_key(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, tmp_path: Path
+) -> None:
+    """Another process holds ``http.port``: exit 2 with one JSON line that names the key
+    (it was a 31-line traceback and an unclosed producer's complaint)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        config = tmp_path / "ballast.yaml"
+        _write_config(config, kafka, mqtt, "busy", taken.getsockname()[1])
+        log = tmp_path / "daemon.log"
+        proc = start_daemon(config, log)
+        assert proc.wait(60) == 2
+    lines = log.read_text().splitlines()
+    assert all(line.startswith("{") for line in lines), lines  # JSON lines, no traceback
+    failed = [json.loads(line) for line in lines if '"startup_failed"' in line]
+    assert len(failed) == 1
+    assert failed[0]["error"].startswith("http.port: cannot listen on 127.0.0.1:")
+    assert "Unclosed" not in log.read_text()
+
+
+async def test_sigterm_while_kafka_is_down_stops_cleanly(
+    mqtt: embedded.BrokerProcess, tmp_path: Path
+) -> None:
+    """The controller's broker is killed; SIGTERM then ends the daemon with exit 0 and its
+    ``stopped`` line. aiokafka's consumer re-raised the cancellation of its own pending
+    fetch from ``stop()``, which ended the daemon with exit 1 and a traceback. Meanwhile
+    the clients' errors came once per message and 10 s, not once per attempt."""
+    with apache_kafka.running(BROKER, tmp_path) as kafka:
+        port = embedded.free_port()
+        config = tmp_path / "ballast.yaml"
+        _write_config(config, kafka, mqtt, "outage", port)
+        log = tmp_path / "daemon.log"
+        proc = start_daemon(config, log)
+        await embedded.wait_until_ready(port, 60, proc)
+        kafka.kill()
+        await asyncio.sleep(8)  # its clients retry against the dead broker meanwhile
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(proc.wait, 60) == 0, log.read_text()[-3000:]
+    entries = [json.loads(line) for line in log.read_text().splitlines() if line]
+    assert entries[-1]["event"] == "stopped"
+    assert "Traceback" not in log.read_text()
+    library = Counter(e["event"] for e in entries if e.get("logger", "").startswith("aiokafka"))
+    assert library, "the outage was not even logged"
+    assert max(library.values()) <= 2, library.most_common(3)
