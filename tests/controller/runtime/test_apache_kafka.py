@@ -138,7 +138,13 @@ async def test_partitions_follow_the_racks_the_brokers_report(
     try:
         placed = {p: [p % 3 + 1] for p in range(6)}  # node ids 1, 2, 3: racks a, b, c
         await admin.create_topics([NewTopic(topic, -1, -1, replica_assignments=placed)])
-        racks = (await topic_metadata(admin, [topic])).racks
+        deadline = time.monotonic() + 30
+        while True:  # a new topic reaches the brokers' metadata a moment after its create
+            racks = (await topic_metadata(admin, [topic])).racks
+            if len(racks) == 6 and all(racks.values()):
+                break
+            assert time.monotonic() < deadline, f"no racks for {topic}: {racks}"
+            await asyncio.sleep(0.1)
     finally:
         await admin.close()
     by_rack: dict[str, set[TopicPartition]] = {}
