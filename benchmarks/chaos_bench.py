@@ -15,6 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from controller.tools import apache_kafka
 from controller.tools.chaos.nemesis import Run
 
 
@@ -23,7 +24,7 @@ async def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--faults", type=int, default=100)
     parser.add_argument("--replicas", type=int, default=2)
-    parser.add_argument("--broker", choices=("kafka", "tansu"), default="kafka")
+    parser.add_argument("--broker", choices=apache_kafka.BROKER_KINDS, default="kafka")
     parser.add_argument(
         "--no-transactions", action="store_true", help="on Kafka: epoch fencing only"
     )

@@ -66,4 +66,4 @@ def spark_conf(p: PipelineSettings) -> dict[str, str]:
 
 
 if __name__ == "__main__":  # python -m pipeline.s3a: fill the cache (scripts/install-tools)
-    print(maven.fetch(POM, f"s3a-{HADOOP}", {}))
+    print(jars()[0].parent)

@@ -2,9 +2,9 @@
 run, for the tests, the benchmarks and ``ballast dev up --broker kafka``.
 
 The jars of one version are fetched once (``apache_kafka.pom.xml``) into the cache of
-``controller.tools.maven``. A node is formatted when it is made and started by
-``BrokerProcess.start``, so a stopped node restarts on its own log (topics, offsets and
-committed positions survive).
+``controller.tools.maven``. A node's storage is formatted the first time it is made in a
+folder and started by ``BrokerProcess.start``, so a stopped node, or one made again in
+the same folder, restarts on its own log (topics, offsets and commits survive).
 Production points Ballast at its own Kafka; nothing here is used there.
 """
 
@@ -196,9 +196,9 @@ def kafka(
     tls: tuple[Path, Path] | None = None,
 ) -> BrokerProcess:
     """One KRaft node on loopback (clients on ``port``, else a free one; its controller on
-    a free one), formatted, not yet started. ``users`` (name ->
-    password; the first is the admin): clients must authenticate with SCRAM-SHA-256 and
-    Kafka's ACLs apply. ``tls`` (certificate, PKCS#8 key; PEM): clients must speak TLS."""
+    a free one), formatted, not yet started. ``users`` (name -> password; the first is the
+    admin): clients must authenticate with SCRAM-SHA-256 and Kafka's ACLs apply. ``tls``
+    (certificate, PKCS#8 key; PEM): clients must speak TLS."""
     (spec,) = _specs(1, [rack], port)
     pem = None
     if tls is not None:
@@ -259,6 +259,8 @@ def cluster(
 #: embedded: no transactions, producer ids, racks or ACLs; docs/compatibility.md).
 BrokerKind = Literal["kafka", "tansu"]
 BROKER_KINDS: tuple[BrokerKind, ...] = ("kafka", "tansu")
+#: What the demo and ``dev up`` call each.
+NAMES: dict[BrokerKind, str] = {"kafka": f"Apache Kafka {VERSION}", "tansu": "Tansu"}
 
 
 def broker(

@@ -227,9 +227,6 @@ class Outcome:
     peak_lag: int
 
 
-BROKER_NAMES = {"kafka": f"Apache Kafka {apache_kafka.VERSION}", "tansu": "Tansu"}
-
-
 def _config(
     kafka: str, mqtt_port: int, http_port: int, strategy: Strategy, broker: apache_kafka.BrokerKind
 ) -> Config:
@@ -278,7 +275,8 @@ async def run_demo(
         ends = AIOKafkaConsumer(bootstrap_servers=kafka.address)
         hot: asyncio.Queue[list[int]] = asyncio.Queue()
         events = [
-            f"brokers: kafka {kafka.address} ({BROKER_NAMES[broker]}), mqtt {mqtt.address} (amqtt)",
+            f"brokers: kafka {kafka.address} ({apache_kafka.NAMES[broker]}), "
+            f"mqtt {mqtt.address} (amqtt)",
             f"metrics: http://127.0.0.1:{bound_port(runner)}/metrics",
         ]
         load: asyncio.Task[None] | None = None

@@ -61,9 +61,8 @@ class DevStack:
 
     @property
     def kafka_name(self) -> str:
-        if "kafka" in self.pids:
-            return f"Apache Kafka {apache_kafka.VERSION}, pid {self.pids['kafka']}"
-        return f"Tansu, pid {self.pids.get('tansu')}"
+        kind: apache_kafka.BrokerKind = "kafka" if "kafka" in self.pids else "tansu"
+        return f"{apache_kafka.NAMES[kind]}, pid {self.pids.get(kind)}"
 
     def summary(self) -> str:
         d = self.dir

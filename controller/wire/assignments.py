@@ -22,11 +22,11 @@ from controller.wire.records import (
 )
 from controller.wire.signing import Verifier
 
-#: Headers on every record of a publication, tombstones included (their value is null).
 #: How every reader of the assignments topic reads it. With ``ha.transactional_id_prefix``
 #: a deposed leader's open transaction is aborted when its successor starts; read
 #: uncommitted, its records would still reach a member (and be applied) until the abort.
 READ_ISOLATION = "read_committed"
+#: Headers on every record of a publication, tombstones included (their value is null).
 GENERATION_HEADER = "ballast-generation"
 EPOCH_HEADER = "ballast-epoch"
 

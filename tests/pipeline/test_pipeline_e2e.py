@@ -173,7 +173,7 @@ async def test_client_self_reports_reach_the_controller_through_spark(  # noqa: 
     assert query.exception() is None
 
 
-def _sample(group: str, partition: int, committed: int, log_end: int, t: float) -> OffsetSample:
+def sample(group: str, partition: int, committed: int, log_end: int, t: float) -> OffsetSample:
     return OffsetSample(
         group=group,
         topic="t",
@@ -184,7 +184,9 @@ def _sample(group: str, partition: int, committed: int, log_end: int, t: float) 
     )
 
 
-async def _produce(kafka: embedded.BrokerProcess, topic: str, samples: list[OffsetSample]) -> None:
+async def produce_samples(
+    kafka: embedded.BrokerProcess, topic: str, samples: list[OffsetSample]
+) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=kafka.address, linger_ms=50)
     await producer.start()
     try:  # batched on purpose: the source must not rely on ListOffsets at batch ends
@@ -243,14 +245,14 @@ async def test_restart_from_checkpoint_reads_on_and_keeps_state(
     await lagjob.create_topics(cfg)
     now = time.time()
     first = [
-        _sample(group, p, 100 * i, 100 * i + 50, now + 10 * i) for i in range(3) for p in (0, 1)
+        sample(group, p, 100 * i, 100 * i + 50, now + 10 * i) for i in range(3) for p in (0, 1)
     ]
-    await _produce(kafka, samples_topic, first)
+    await produce_samples(kafka, samples_topic, first)
     assert _drain(spark, cfg, tmp_path / "cp") == len(first)  # Spark: the session's thread
     before = await lag_rows(lag_topic, bootstrap_servers=kafka.address)
 
-    second = [_sample(group, 0, 300, 400, now + 30)]
-    await _produce(kafka, samples_topic, second)
+    second = [sample(group, 0, 300, 400, now + 30)]
+    await produce_samples(kafka, samples_topic, second)
     assert _drain(spark, cfg, tmp_path / "cp") == len(second)
     after = await lag_rows(lag_topic, bootstrap_servers=kafka.address)
     new = after[len(before) :]

@@ -13,15 +13,14 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaProducer
 
 from controller.tools import embedded
-from controller.wire.records import OffsetSample, partition_key
 from tests.brokers import kafka_yaml
-from tests.pipeline.test_pipeline_e2e import lag_rows
+from tests.pipeline.test_pipeline_e2e import lag_rows, produce_samples, sample
 
 pytest.importorskip("pyspark", reason="the pipeline extra is not installed")
 
@@ -29,17 +28,6 @@ pytestmark = pytest.mark.integration
 
 BALLAST = Path(sys.executable).parent / "ballast"
 BUCKET = "ballast-checkpoints"
-
-
-async def _sample(bootstrap: str, topic: str, log_end: int, at: float) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    await producer.start()
-    try:
-        s = OffsetSample(group="g", topic="t", partition=0, committed=log_end - 20,
-                         log_end=log_end, sampled_at=at)  # fmt: skip
-        await producer.send_and_wait(topic, s.encode(), key=partition_key("g", "t", 0))
-    finally:
-        await producer.stop()
 
 
 def _objects(store: embedded.BrokerProcess, prefix: str) -> list[str]:
@@ -50,13 +38,17 @@ def _objects(store: embedded.BrokerProcess, prefix: str) -> list[str]:
 
 
 async def _lag_job_until(
-    argv: list[str], env: dict[str, str], log: Path, done: object, timeout: float = 180
+    argv: list[str],
+    env: dict[str, str],
+    log: Path,
+    done: Callable[[], Awaitable[bool]],
+    timeout: float = 180,
 ) -> None:
     """Run the job until ``done()`` holds, then interrupt it as an operator would."""
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log.open("ab"), env=env)
     try:
         deadline = time.monotonic() + timeout
-        while not await done():  # type: ignore[operator]
+        while not await done():
             assert proc.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, log.read_text()[-3000:]
             await asyncio.sleep(1)
@@ -94,7 +86,7 @@ async def test_a_restarted_lag_job_reads_on_from_its_s3_checkpoint(
         }
         log = tmp_path / "lag-job.log"
         now = time.time()
-        await _sample(kafka.address, samples, 50, now)
+        await produce_samples(kafka, samples, [sample("g", 0, 30, 50, now)])
 
         async def first() -> bool:  # a lag record, and its batch committed in S3
             committed = f"{run}/commits/0" in _objects(store, run)
@@ -106,7 +98,7 @@ async def test_a_restarted_lag_job_reads_on_from_its_s3_checkpoint(
         assert any(k.startswith(f"{run}/state/") and k.endswith(".delta") for k in written)
         before = await lag_rows(lag, bootstrap_servers=kafka.address)
 
-        await _sample(kafka.address, samples, 400, now + 30)
+        await produce_samples(kafka, samples, [sample("g", 0, 380, 400, now + 30)])
 
         async def second() -> bool:
             grown = len(await lag_rows(lag, bootstrap_servers=kafka.address)) > len(before)

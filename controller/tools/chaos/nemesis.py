@@ -2,9 +2,9 @@
 
 A run starts Apache Kafka (or Tansu: ``broker="tansu"``), Mosquitto, ``replicas``
 ``ballast run`` processes with ``ha.enabled`` and ``workers`` ``ballast worker`` processes
-on one group, produces unique numbered
-records at a steady rate, and applies ``faults`` faults drawn from ``FAULTS`` by a
-``random.Random(seed)``, a few seconds apart: the same seed gives the same sequence.
+on one group, produces unique numbered records at a steady rate, and applies ``faults``
+faults drawn from ``FAULTS`` by a ``random.Random(seed)``, a few seconds apart: the same
+seed gives the same sequence.
 ``freeze_at_point`` restarts a replica with a fault point armed (``faultpoints``): it
 freezes itself exactly between a read and a write, and the nemesis thaws it later. After
 the last fault everything is healed, every record must be processed, and the checker,
@@ -81,7 +81,7 @@ class Run:
     workdir: Path
     replicas: int = 2
     timing: Timing = field(default_factory=Timing)
-    broker: Literal["kafka", "tansu"] = "kafka"
+    broker: apache_kafka.BrokerKind = "kafka"
     transactions: bool = True
     #: How workers announce themselves: MQTT (retained presence) or the heartbeat topic.
     presence: Literal["mqtt", "kafka"] = "mqtt"
@@ -103,10 +103,9 @@ class Run:
     # ------------------------------------------------------------------ setup
 
     async def __aenter__(self) -> Run:
-        if self.broker == "kafka":
-            self.kafka = apache_kafka.kafka(self.workdir).start(timeout=60.0)
-        else:
-            self.kafka = embedded.tansu(self.workdir).start()
+        self.kafka = apache_kafka.broker(self.broker, self.workdir).start(
+            timeout=apache_kafka.start_timeout(self.broker)
+        )
         self.mqtt = embedded.mosquitto(self.workdir).start()
         admin = AIOKafkaAdminClient(bootstrap_servers=self.kafka.address)
         await admin.start()
@@ -149,10 +148,10 @@ class Run:
         t = self.timing
         path = self.workdir / f"{replica}.yaml"
         self.ports.setdefault(replica, embedded.free_port())
-        on_kafka = self.broker == "kafka"  # Tansu refuses producer ids
+        kafka = json.dumps(apache_kafka.kafka_settings(self.broker, self.kafka.address))
         transactions = f"transactional_id_prefix: {GROUP}-publisher, " if self.transactional else ""
         path.write_text(f"""
-kafka: {{bootstrap_servers: "{self.kafka.address}", idempotent_producer: {str(on_kafka).lower()}}}
+kafka: {kafka}
 mqtt: {{port: {self.mqtt.port}, client_id: ctl-{replica}, keepalive: 2}}
 rebalance: {{delay: {t.delay}s, leave_grace: {t.leave_grace}s,
              handoff_timeout: {t.handoff_timeout}s}}

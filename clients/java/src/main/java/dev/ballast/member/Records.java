@@ -74,6 +74,14 @@ final class Records {
     }
 
     static Entry read(byte[] key, byte[] value, Headers headers) throws InvalidRecord {
+        try {
+            return readEntry(key, value, headers);
+        } catch (RuntimeException e) { // whatever the bytes: the one documented error
+            throw new InvalidRecord("unreadable (" + e.getClass().getSimpleName() + ")");
+        }
+    }
+
+    private static Entry readEntry(byte[] key, byte[] value, Headers headers) throws InvalidRecord {
         if (key == null || key.length > 1024) throw new InvalidRecord("key missing or too long");
         if (value != null && value.length > MAX_BYTES) throw new InvalidRecord("value over 1 MiB");
         String k = new String(key, StandardCharsets.UTF_8);
