@@ -207,14 +207,19 @@ def s3(workdir: Path, port: int | None = None) -> BrokerProcess:
     )
 
 
+def create_bucket(store: BrokerProcess, bucket: str) -> None:
+    """A bucket on the S3-compatible ``store`` (started); one that exists is kept."""
+    request = urllib.request.Request(f"http://127.0.0.1:{store.port}/{bucket}", method="PUT")
+    with contextlib.suppress(urllib.error.HTTPError):  # already exists
+        urllib.request.urlopen(request, timeout=10).close()
+
+
 def durable_tansu(
     workdir: Path, store: BrokerProcess, port: int | None = None, bucket: str = "tansu"
 ) -> BrokerProcess:
     """Tansu keeping topics, records and committed offsets in ``store`` (started), so the
     broker can be restarted without losing anything. Verified here: all three survive."""
-    request = urllib.request.Request(f"http://127.0.0.1:{store.port}/{bucket}", method="PUT")
-    with contextlib.suppress(urllib.error.HTTPError):  # already exists
-        urllib.request.urlopen(request, timeout=10).close()
+    create_bucket(store, bucket)
     broker = tansu(workdir, port, storage=f"s3://{bucket}/")
     broker.env = {
         "AWS_ENDPOINT": f"http://127.0.0.1:{store.port}",

@@ -65,8 +65,7 @@ async def test_a_restarted_lag_job_reads_on_from_its_s3_checkpoint(
     samples, lag = f"samples-{run}", f"lag-{run}"
     await embedded.create_topics(kafka.address, {samples: 1, lag: 1})
     with embedded.s3(tmp_path).start() as store:
-        request = urllib.request.Request(f"http://127.0.0.1:{store.port}/{BUCKET}", method="PUT")
-        urllib.request.urlopen(request, timeout=10).close()
+        embedded.create_bucket(store, BUCKET)
         config = tmp_path / "ballast.yaml"
         config.write_text(
             f"kafka: {kafka_yaml(kafka)}\n"
