@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import random
 import signal
@@ -39,6 +38,7 @@ from aiokafka import TopicPartition as KafkaTP
 from load_soak import until_settled, with_brokers
 from promscrape import pct, quantile, scrape
 
+from controller.tasks import cancel_and_wait
 from controller.tools import apache_kafka, embedded
 from controller.tools.simfleet import Fleet
 from controller.wire.records import LagRecord, decode
@@ -241,9 +241,7 @@ async def _run(
         }
     finally:
         if watching is not None:
-            watching.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watching  # its consumer stops before the brokers do
+            await cancel_and_wait(watching)  # its consumer stops before the brokers do
         if job is not None and job.poll() is None:
             job.send_signal(signal.SIGINT)
             try:

@@ -15,6 +15,8 @@ from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from assignors import STRATEGIES, TopicPartition, assign
 from assignors.capacity import check_capacity
 from assignors.quality import evaluate, member_lag
@@ -23,7 +25,13 @@ from controller import logs
 from controller.client.worker import run_worker
 from controller.errors import BallastError, InputError
 from controller.runtime import heap
-from controller.runtime.config import AssignmentsTopic, Config, load_config
+from controller.runtime.config import (
+    AssignmentsTopic,
+    Config,
+    applied_overrides,
+    load_config,
+    misspelt_overrides,
+)
 from controller.runtime.daemon import Controller
 from controller.runtime.http import bound_port, serve
 from controller.runtime.kafka_io import client_options
@@ -105,9 +113,14 @@ def _fraction(part: int, whole: int) -> str:
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
+    misspelt = misspelt_overrides(os.environ)
+    if misspelt:
+        raise InputError("\n".join(misspelt))
     print(
         f"{args.config}: OK ({len(cfg.groups)} group(s): {', '.join(g.name for g in cfg.groups)})"
     )
+    for line in applied_overrides(os.environ):
+        print(f"  overridden by the environment: {line}")
     return 0
 
 
@@ -119,6 +132,8 @@ def _cmd_schema(_: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     logs.configure(cfg.logging.level, cfg.logging.format)
+    for line in misspelt_overrides(os.environ):
+        logs.get("ballast").warning("environment_not_read", problem=line)
     return asyncio.run(run_daemon(cfg, args.record))
 
 
@@ -304,19 +319,62 @@ def _api(args: argparse.Namespace) -> operator.AdminApi:
 
 
 def _emit(args: argparse.Namespace, data: Mapping[str, Any], table: Callable[[], str]) -> int:
-    as_json = args.output == "json" or (args.output is None and not sys.stdout.isatty())
-    print(json.dumps(data, indent=2, sort_keys=True) if as_json else table())
+    """The table whatever stdout is (a pipe to ``grep`` wants what the screen shows);
+    JSON or YAML on request."""
+    if args.output == "json":
+        print(json.dumps(data, indent=2, sort_keys=True))
+    elif args.output == "yaml":
+        print(yaml.safe_dump(data, sort_keys=True).rstrip())
+    else:
+        print(table())
     return 0
 
 
+def _watched(args: argparse.Namespace, show: Callable[[], int]) -> int:
+    """``show()`` once, or with ``--watch SECONDS`` again and again until interrupted
+    (exit 130), the screen cleared between views on a terminal."""
+    if args.watch is None:
+        return show()
+    while True:
+        if sys.stdout.isatty():
+            print("\x1b[H\x1b[2J", end="")
+        print(f"every {args.watch:g}s  {time.strftime('%H:%M:%S')}")
+        show()
+        sys.stdout.flush()
+        time.sleep(args.watch)
+
+
 def _cmd_status(args: argparse.Namespace) -> int:
-    view = operator.status(_api(args))
-    return _emit(args, view, lambda: operator.render_status(view))
+    api = _api(args)
+
+    def show() -> int:
+        view = operator.status(api)
+        return _emit(args, view, lambda: operator.render_status(view))
+
+    return _watched(args, show)
 
 
 def _cmd_describe(args: argparse.Namespace) -> int:
-    view = operator.describe(_api(args), args.group, args.partitions)
-    return _emit(args, view, lambda: operator.render_describe(view, args.partitions))
+    api = _api(args)
+
+    def show() -> int:
+        names = [args.group] if args.group else sorted(operator.status(api)["groups"])
+        views = [operator.describe(api, name, args.partitions) for name in names]
+        if args.group:
+            return _emit(
+                args, views[0], lambda: operator.render_describe(views[0], args.partitions)
+            )
+        every = {v["group"]: v for v in views}
+        return _emit(
+            args,
+            every,
+            lambda: (
+                "\n\n".join(operator.render_describe(v, args.partitions) for v in views)
+                or "this replica leads no group"
+            ),
+        )
+
+    return _watched(args, show)
 
 
 def _cmd_action(args: argparse.Namespace) -> int:
@@ -336,8 +394,30 @@ def _cmd_constraints(args: argparse.Namespace) -> int:
     racks = dict(args.rack) | dict.fromkeys(args.no_rack)
     if racks:
         change["racks"] = racks
-    view = operator.constraints(_api(args), args.group, change or None)
+    view = operator.constraints(
+        _api(args),
+        args.group,
+        change or None,
+        allow_unknown_members=args.allow_unknown_members,
+        strict=args.strict,
+    )
+    if view.get("left_unread"):
+        print(
+            f"warning: {view['left_unread']} partition(s) of {args.group} will have no reader "
+            "under these constraints (the group shows as degraded; --strict refuses this)",
+            file=sys.stderr,
+        )
     return _emit(args, view, lambda: operator.render_constraints(view))
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
 
 
 def _partition_arg(text: str) -> tuple[str, int]:
@@ -439,21 +519,38 @@ def _api_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-o",
         "--output",
-        choices=("table", "json"),
-        help="output format (default: table on a terminal, json otherwise)",
+        choices=("table", "json", "yaml"),
+        default="table",
+        help="output format (default: table, also when piped)",
+    )
+
+
+def _watch_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--watch",
+        type=_positive_seconds,
+        nargs="?",
+        const=2.0,
+        metavar="SECONDS",
+        help="show it again every SECONDS (default 2) until Ctrl-C",
     )
 
 
 def _add_operator_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
     p = sub.add_parser("status", help="groups this controller leads: members, lag, handoffs")
     _api_options(p)
+    _watch_option(p)
     p.set_defaults(func=_cmd_status)
-    p = sub.add_parser("describe", help="one group, member by member (like kafka-consumer-groups)")
-    p.add_argument("group", help="consumer group name")
+    p = sub.add_parser(
+        "describe",
+        help="a group (or every group led), member by member (like kafka-consumer-groups)",
+    )
+    p.add_argument("group", nargs="?", help="consumer group name (default: every group led)")
     p.add_argument(
         "--partitions", action="store_true", help="also list each partition: owner and lag"
     )
     _api_options(p)
+    _watch_option(p)
     p.set_defaults(func=_cmd_describe)
     actions = {
         "pause": "stop publishing for a group (events wait until resume)",
@@ -524,6 +621,16 @@ def _add_operator_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
         default=[],
         metavar="MEMBER",
         help="drop a rack override; the member's declared client.rack counts again",
+    )
+    p.add_argument(
+        "--allow-unknown-members",
+        action="store_true",
+        help="accept members that have not joined yet (pre-provisioning)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a change that would leave partitions without a reader",
     )
     _api_options(p)
     p.set_defaults(func=_cmd_constraints)

@@ -11,6 +11,8 @@ import pytest
 
 from tests.brokers import broker_dir, kafka, mqtt, names, topic
 
+pytest_plugins = ["tests.hang_guard"]
+
 __all__ = ["broker_dir", "kafka", "mqtt", "names", "topic"]  # fixtures for every suite
 
 if TYPE_CHECKING:

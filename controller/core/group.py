@@ -37,6 +37,7 @@ from controller.wire.records import Assignment, ConstraintSet, Presence
 REASONS = (
     "join",
     "leave",
+    "crash",
     "subscription",
     "lag",
     "partitions",
@@ -44,8 +45,13 @@ REASONS = (
     "capacity",
     "constraints",
     "drain",
+    "undrain",
     "forced",
 )
+#: How a member's partitions came to need a new reader when it went away.
+DEPARTURES = frozenset({"leave", "crash", "drain"})
+#: Members named per reason in a rebalance's ``about`` (a log line stays short).
+ABOUT_SHOWN = 10
 _NO_RACKS: frozenset[str] = frozenset()
 
 
@@ -85,14 +91,44 @@ class Rebalance:
     lag_trigger: LagTrigger | None = None
     #: Of ``moved``, those swapped onto a replica's rack.
     moved_for_rack: int = 0
+    #: Partitions of members that went away (by how: leave, crash, drain): they change
+    #: reader too, though nobody present gave them up.
+    freed: Mapping[str, int] = field(default_factory=dict)
+    #: The members each reason was about (at most ``ABOUT_SHOWN`` named per reason).
+    about: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def reassigned(self) -> int:
+        """Partitions whose reader changed: taken from a present member or freed."""
+        return self.moved + sum(self.freed.values())
+
+    def by_reason(self) -> dict[str, int]:
+        """``reassigned`` split by why: freed ones by how their member went; taken ones
+        for lag, for a rack, or else for the step's first other reason (a join, an
+        undrain, new constraints...)."""
+        out = {k: v for k, v in self.freed.items() if v}
+        balance = self.moved - self.moved_for_lag - self.moved_for_rack
+        other = next((r for r in self.reasons if r not in DEPARTURES), None)
+        cause = other or (self.reasons[0] if self.reasons else "forced")
+        for reason, count in (("lag", self.moved_for_lag), ("rack", self.moved_for_rack)):
+            if count:
+                out[reason] = out.get(reason, 0) + count
+        if balance:
+            out[cause] = out.get(cause, 0) + balance
+        return out
 
     def why(self) -> str:
-        """One line an operator reads: what moved, and for lag, whose lag and how far
-        past the bound."""
-        head = (
-            f"{','.join(self.reasons)}: {self.changed_members} member(s) changed, "
-            f"moved {self.moved}"
+        """One line an operator reads: who it was about, what moved, and for lag, whose
+        lag and how far past the bound."""
+        about = "; ".join(
+            f"{reason} {', '.join(names)}" for reason, names in self.about.items() if names
         )
+        head = (
+            f"{','.join(self.reasons)}{f' ({about})' if about else ''}: "
+            f"{self.changed_members} member(s) changed, moved {self.reassigned()}"
+        )
+        freed = sum(self.freed.values())
+        if freed and self.moved:
+            head += f" ({freed} from departed members)"
         if self.moved_for_rack:
             head += f" ({self.moved_for_rack} onto a replica's rack)"
         t = self.lag_trigger
@@ -292,6 +328,10 @@ class GroupState:
         #: Replica racks last read from topic metadata (partitions with none are absent).
         self.replica_racks: dict[TopicPartition, frozenset[str]] = {}
         self._reasons: set[str] = set()
+        #: Members each queued reason is about, in order (see ``Rebalance.about``).
+        self._about: dict[str, list[str]] = {}
+        #: How each member with a queued ``MemberLeft`` went (a ``DEPARTURES`` reason).
+        self._departing: dict[str, str] = {}
         self._due: float | None = None
         self._first_event: float | None = None
         #: Time the last tick's reconciliation took (``Reconciler.plan``).
@@ -322,7 +362,7 @@ class GroupState:
             self.presence.pop(p.member, None)
             self.heard.pop(p.member, None)
             self.reconciler.ack(p.member, p.generation)
-            self._depart(p.member, now)
+            self._depart(p.member, now, "leave")
             return
         topics = frozenset(p.topics)
         known = self._subscription(p.member)
@@ -365,7 +405,8 @@ class GroupState:
         p = self.presence.get(member)
         if p is not None:
             rack = self.rack_for(member, p.rack)
-            self._enqueue(MemberJoined(member, frozenset(p.topics), rack, p.capacity), "join", now)
+            joined = MemberJoined(member, frozenset(p.topics), rack, p.capacity)
+            self._enqueue(joined, "undrain", now)
         return True
 
     def rack_for(self, member: str, declared: str | None) -> str | None:
@@ -413,10 +454,11 @@ class GroupState:
         self.heard.pop(member, None)
         self.drained.discard(member)
         if not self._known(member):
+            self._retire(member)
             return
         seen = now if since is None else min(since, now)
         if self.tuning.leave_grace <= 0:
-            self._depart(member, now)
+            self._depart(member, now, "crash")
         elif member not in self.grace:
             self.grace.set(member, seen + self.tuning.leave_grace)
             self._absent(member, seen, now)
@@ -565,7 +607,7 @@ class GroupState:
             self.reconciler.mark_absent(member, self._unrecorded.pop(member))
         for member, deadline in self.grace.due(now):
             self._present(member)
-            self._depart(member, deadline)
+            self._depart(member, deadline, "crash")
         rebalance = None
         if self._due is not None and self._due <= now:
             # A membership (or operator, metadata) step carries no lag batch: queued
@@ -574,6 +616,7 @@ class GroupState:
             reasons = tuple(r for r in REASONS if r in self._reasons)
             rebalance = self._step(self._pending, reasons, first, self._due)
             self._pending, self._reasons, self._due, self._first_event = [], set(), None, None
+            self._about, self._departing = {}, {}
             self._coalesced = {}
             self._declared_queued = {}
         elif (absorbed := self._absorb_lag()) is not None:
@@ -593,10 +636,22 @@ class GroupState:
     def _step(
         self, events: list[Event], reasons: tuple[str, ...], first: float, due: float
     ) -> Rebalance:
+        freed: dict[str, int] = {}
+        for e in events:
+            if not isinstance(e, MemberLeft) or self.engine.topics_of(e.member) is None:
+                continue
+            how = self._departing.get(e.member, "leave")
+            freed[how] = freed.get(how, 0) + len(self.engine.partitions_of(e.member))
+        about = {r: tuple(ms) for r, ms in self._about.items() if r in reasons}
         started = time.perf_counter()
         change = self.engine.apply(events)
         assign_seconds = time.perf_counter() - started
-        self.reconciler.update_target(change.assignments, change.removed, change.deltas)
+        # A drained member left the engine but still runs and reads: its partitions are
+        # revoked like any move (granted elsewhere only once it acknowledged), not
+        # tombstoned like a dead member's, which are granted at once.
+        draining = change.removed & self.drained
+        targets = {**change.assignments, **dict.fromkeys(draining, ())}
+        self.reconciler.update_target(targets, change.removed - draining, change.deltas)
         return Rebalance(
             reasons=reasons,
             moved=change.moved,
@@ -607,6 +662,8 @@ class GroupState:
             due_at=due,
             assign_seconds=assign_seconds,
             lag_trigger=change.lag_trigger,
+            freed=freed,
+            about=about,
         )
 
     def _absent(self, member: str, since: float, now: float) -> None:
@@ -618,10 +675,19 @@ class GroupState:
         self._unrecorded.pop(member, None)
         self._record_at.pop(member)
 
-    def _depart(self, member: str, now: float) -> None:
+    def _depart(self, member: str, now: float, how: str) -> None:
+        """``how``: a clean ``leave``, or a ``crash`` (presence lost, grace over)."""
         self.grace.pop(member)
         if self._known(member):
-            self._enqueue(MemberLeft(member), "leave", now)
+            self._enqueue(MemberLeft(member), how, now)
+        else:
+            self._retire(member)
+
+    def _retire(self, member: str) -> None:
+        """A drained member (out of the engine, holding an empty grant) went away: its
+        record becomes a tombstone."""
+        if member in self.reconciler.granted and not self._known(member):
+            self.reconciler.update_target({}, [member])
 
     def knows(self, member: str) -> bool:
         """Is ``member`` in the group: announced, assigned, or joining in the coalesced
@@ -653,6 +719,12 @@ class GroupState:
         elif isinstance(event, MemberLeft):
             self._coalesced[event.member] = None
             self._declared_queued[event.member] = _Declared(None, 1.0)
+            self._departing[event.member] = reason
+        member = getattr(event, "member", None)
+        if isinstance(member, str):
+            named = self._about.setdefault(reason, [])
+            if len(named) < ABOUT_SHOWN and member not in named:
+                named.append(member)
         self._reasons.add(reason)
         if self._first_event is None:
             self._first_event = now

@@ -111,6 +111,10 @@ class Reconciler:
         #: and losses from the delta instead of comparing whole sets.
         self._moved: dict[str, tuple[frozenset[TopicPartition], Delta]] = {}
         self.acked: dict[str, int] = {}
+        #: The generation of each member's latest record written by this controller: a
+        #: member has applied its grant once it acknowledged that one (a member whose
+        #: record a plan left alone has nothing to acknowledge).
+        self.written: dict[str, int] = {}
         self.releasing: dict[TopicPartition, Release] = {}
         #: member -> partitions it is releasing; deadlines in a lazy min-heap. Acks and
         #: plans then cost what they touch, not the number of handoffs in flight.
@@ -289,6 +293,7 @@ class Reconciler:
                 self.granted.pop(rec.member, None)
                 self._departed.discard(rec.member)
                 self.acked.pop(rec.member, None)
+                self.written.pop(rec.member, None)
                 self.tags.pop(rec.member, None)
                 self._published_tags.pop(rec.member, None)
                 for tp in sorted(old):
@@ -298,6 +303,7 @@ class Reconciler:
                 continue
             self._published_tags[rec.member] = Tags(rec.absent_since, rec.instance)
             self.granted[rec.member] = rec.partitions
+            self.written[rec.member] = plan.generation
             waiting = self._waiting
             for tp in added:
                 owner[tp] = rec.member

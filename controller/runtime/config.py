@@ -90,6 +90,10 @@ class KafkaSettings(_Section):
     #: Kafka's ``metadata.max.age.ms``. A read costs O(partitions): ~0.2-0.4 s of CPU at
     #: 100 000 on a slow machine (``benchmarks/metadata_decode.py``).
     metadata_interval: PositiveDuration = 30.0
+    #: How often a small Metadata request checks that a broker answers: readiness and
+    #: ``ballast_connection_up{connection="kafka"}`` follow it (an unanswered probe
+    #: counts after ``min(request_timeout, 3 * probe_interval)``).
+    probe_interval: PositiveDuration = 5.0
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     sasl_username: str | None = None
@@ -429,6 +433,38 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
             if not isinstance(node, dict):
                 raise InputError(f"environment {key}: conflicts with another override")
         node[path[-1]] = value
+    return out
+
+
+def applied_overrides(environ: Mapping[str, str]) -> list[str]:
+    """``BALLAST_X__Y (x.y)`` for each override ``load_config`` applies (names, never
+    values: some are secrets)."""
+    out = []
+    for key in sorted(environ):
+        if key.startswith(ENV_PREFIX) and "__" in key:
+            path = key[len(ENV_PREFIX) :].lower().split("__")
+            out.append(f"{key} ({'.'.join(path)})")
+    return out
+
+
+def misspelt_overrides(environ: Mapping[str, str]) -> list[str]:
+    """``BALLAST_*`` names that look like an override but are not read: a config section
+    joined to its key by one underscore (``BALLAST_HTTP_PORT``). Other single-underscore
+    names (``BALLAST_URL``, ``BALLAST_TOKEN_FILE``) belong to the operator commands."""
+    sections = sorted(Config.model_fields, key=len, reverse=True)
+    out = []
+    for key in sorted(environ):
+        rest = key[len(ENV_PREFIX) :].lower() if key.startswith(ENV_PREFIX) else ""
+        if not rest or "__" in rest:
+            continue
+        section = next((s for s in sections if rest.startswith(s + "_")), None)
+        if section is not None:
+            field = rest[len(section) + 1 :]
+            out.append(
+                f"environment {key}: not read; did you mean "
+                f"{ENV_PREFIX}{section.upper()}__{field.upper()}? (two underscores between "
+                "a section and its key)"
+            )
     return out
 
 

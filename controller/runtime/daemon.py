@@ -25,6 +25,7 @@ from controller.runtime.constraint_store import ConstraintStore
 from controller.runtime.election import ShardElection
 from controller.runtime.group_loop import reading
 from controller.runtime.group_view import group_view
+from controller.runtime.health import Health
 from controller.runtime.kafka_io import (
     COMPACTED_TOPIC_CONFIGS,
     AssignmentLog,
@@ -36,6 +37,7 @@ from controller.runtime.kafka_io import (
     ensure_pipeline_topics,
     ensure_topic,
 )
+from controller.runtime.kafka_probe import probe_kafka
 from controller.runtime.lag_ingest import LagIngest
 from controller.runtime.membership import KafkaHeartbeats, MqttPresence, Sink, invalid_input
 from controller.runtime.metadata_watch import watch_metadata
@@ -48,6 +50,10 @@ from controller.wire.records import Presence
 
 log = logs.get("ballast.controller")
 
+TASK_FIRST_BACKOFF = 1.0
+TASK_MAX_BACKOFF = 30.0
+TASK_QUIET_RESET = 60.0
+
 
 class Controller:
     def __init__(
@@ -55,6 +61,11 @@ class Controller:
     ) -> None:
         self.cfg = cfg
         self.metrics = metrics or Metrics()
+        self.health = Health(self.metrics, on_change=self._show_ready)
+        self.health.required = {
+            "kafka",
+            "mqtt" if cfg.membership.source == "mqtt" else "heartbeats",
+        }
         self.state = ReplicaState()
         self._started = False
         self._stopping = False
@@ -126,13 +137,14 @@ class Controller:
             "check kafka.bootstrap_servers, kafka.security_protocol and that the brokers "
             "run (`ballast dev up` starts local ones)",
         )
-        self.metrics.connected.labels("kafka").set(1)
+        self.health.link("kafka", True)
+        self._spawn(lambda: probe_kafka(cfg, self.health), "kafka-probe")
         await self._publisher.start()
         sink = Sink(self._seen, self._gone, frozenset(g.name for g in cfg.groups))
         if cfg.membership.source == "mqtt":
-            self._membership = MqttPresence(cfg, sink, self.metrics)
+            self._membership = MqttPresence(cfg, sink, self.metrics, self.health)
         else:
-            self._membership = KafkaHeartbeats(cfg, sink, self.metrics)
+            self._membership = KafkaHeartbeats(cfg, sink, self.metrics, self.health)
             self.ownership.expect_heartbeats(self._membership.expect)
         if cfg.ha.enabled:
             own = self.ownership
@@ -185,7 +197,16 @@ class Controller:
 
     @property
     def ready(self) -> bool:
-        return self._started and not self._stopping and not self.ownership.rebuilding
+        return not self.not_ready()
+
+    def not_ready(self) -> list[str]:
+        """Why this replica is not ready (empty when it is): what ``/readyz`` says."""
+        why = [] if self._started else ["starting"]
+        if self._stopping:
+            why.append("stopping")
+        if self.ownership.rebuilding:
+            why.append("rebuilding")
+        return why + [f"{name} unreachable" for name in self.health.unreachable()]
 
     def _show_ready(self) -> None:
         self.metrics.ready.set(1 if self.ready else 0)
@@ -253,17 +274,25 @@ class Controller:
         self._tasks.append(asyncio.create_task(self._guard(factory, name), name=name))
 
     async def _guard(self, factory: Callable[[], Awaitable[None]], name: str) -> None:
-        """A failing background task is logged and restarted, never silently lost."""
+        """A failing background task is logged, counted and restarted with backoff
+        (1 s doubling to 30 s; back to 1 s after a minute without failing), never
+        silently lost; ``/v1/health`` shows each one's failures and last error."""
+        backoff = TASK_FIRST_BACKOFF
         while True:
+            self.health.task_running(name)
+            began = time.monotonic()
             try:
                 await factory()
                 return
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self.metrics.task_failures.labels(name).inc()
-                log.error("task_failed", task=name, error=repr(exc))
-                await asyncio.sleep(1.0)
+                if time.monotonic() - began > TASK_QUIET_RESET:
+                    backoff = TASK_FIRST_BACKOFF
+                self.health.task_failed(name, repr(exc), backoff)
+                log.error("task_failed", task=name, error=repr(exc), retry_in=backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, TASK_MAX_BACKOFF)
 
     # ------------------------------------------------------------------ observations
 

@@ -135,12 +135,10 @@ class GroupLoop:
             faultpoints.reached("publish.after_confirm")
             try:
                 await self._publisher_for(g.name).publish(records)
-                self.metrics.connected.labels("kafka").set(1)
                 self.metrics.publish_seconds.labels(g.name).observe(time.monotonic() - started)
                 return
             except Exception as exc:
                 self.metrics.publish_errors.inc()
-                self.metrics.connected.labels("kafka").set(0)
                 log.warning(
                     "publish_failed",
                     group=g.name,
@@ -175,13 +173,8 @@ class GroupLoop:
         m = self.metrics
         for reason in r.reasons:
             m.rebalances.labels(g.name, reason).inc()
-        balance_moves = r.moved - r.moved_for_lag - r.moved_for_rack
-        if balance_moves:
-            m.moved.labels(g.name, "balance").inc(balance_moves)
-        if r.moved_for_lag:
-            m.moved.labels(g.name, "lag").inc(r.moved_for_lag)
-        if r.moved_for_rack:
-            m.moved.labels(g.name, "rack").inc(r.moved_for_rack)
+        for reason, count in r.by_reason().items():
+            m.moved.labels(g.name, reason).inc(count)
         due = max(r.due_at, r.first_event_at)
         m.rebalance_latency.labels(g.name).observe(done - r.first_event_at)
         m.event_to_publish.labels(g.name).observe(done - due)
@@ -193,6 +186,8 @@ class GroupLoop:
             group=g.name,
             generation=generation,
             reason=",".join(r.reasons),
+            about={reason: list(names) for reason, names in r.about.items()},
+            reassigned=r.reassigned(),
             moved=r.moved,
             moved_for_lag=r.moved_for_lag,
             moved_for_rack=r.moved_for_rack,

@@ -13,15 +13,18 @@ def group_summary(g: ManagedGroup) -> dict[str, object]:
     """One row of ``GET /v1/groups``: O(members), never O(partitions)."""
     state = g.state
     member_lag = state.engine.member_lag()
+    unassigned = len(state.engine.unassigned())
+    # Settled includes the publication: the plan is committed before its records are
+    # acknowledged, and "settled" promises they are.
+    settled = state.settled() and not g.publishing
     return {
+        "state": group_state(state.paused, unassigned, settled),
         "generation": state.reconciler.generation,
         "controller_epoch": g.epoch,
         "members": state.engine.member_count(),
         "partitions": len(state.reconciler.owner),
         "revoking": state.reconciler.revoking(),
-        # Settled includes the publication: the plan is committed before its records
-        # are acknowledged, and "settled" promises they are.
-        "settled": state.settled() and not g.publishing,
+        "settled": settled,
         "publishing": g.publishing,
         "paused": state.paused,
         "drained": len(state.drained),
@@ -33,8 +36,19 @@ def group_summary(g: ManagedGroup) -> dict[str, object]:
             "max_partitions": len(state.constraints.max_partitions),
             "racks": len(state.constraints.racks),
         },
-        "unassigned": len(state.engine.unassigned()),
+        "unassigned": unassigned,
     }
+
+
+def group_state(paused: bool, unassigned: int, settled: bool) -> str:
+    """``paused``; ``degraded`` while partitions have no reader (caps, drains or members
+    that subscribe to too little leave them so): never ``settled`` then; ``rebalancing``
+    while a plan is in flight; else ``settled``."""
+    if paused:
+        return "paused"
+    if unassigned:
+        return "degraded"
+    return "settled" if settled else "rebalancing"
 
 
 def constraints_view(g: ManagedGroup) -> dict[str, object]:
@@ -54,7 +68,8 @@ def constraints_view(g: ManagedGroup) -> dict[str, object]:
 
 def member_state(g: ManagedGroup, member: str) -> str:
     """``drained``, ``leave-grace``, ``gone`` (no presence, not yet departed), ``applying``
-    (has not confirmed the current generation) or ``active``."""
+    (has not acknowledged its latest record: a grant or revoke in flight) or ``active``.
+    Not "behind the group's generation": a plan writes only the records that change."""
     state = g.state
     if member in state.drained:
         return "drained"
@@ -62,15 +77,16 @@ def member_state(g: ManagedGroup, member: str) -> str:
         return "leave-grace"
     if member not in state.presence:
         return "gone"
-    if state.reconciler.acked.get(member, -1) < state.reconciler.generation:
+    reconciler = state.reconciler
+    if reconciler.acked.get(member, -1) < reconciler.written.get(member, -1):
         return "applying"
     return "active"
 
 
 def group_view(g: ManagedGroup, partitions: bool = False) -> dict[str, object]:
     """``GET /v1/groups/<group>``: members, grants, targets, handoffs and quality; with
-    ``partitions`` (``?partitions=true``) also each granted partition, its owner and its
-    smoothed lag, as ``kafka-consumer-groups --describe`` lists them."""
+    ``partitions`` (``?partitions=true``) also each partition, its owner (None when it has
+    no reader) and its smoothed lag, as ``kafka-consumer-groups --describe`` lists them."""
     engine = g.state.engine
     member_lag = engine.member_lag()
     granted = g.state.reconciler.granted
@@ -105,9 +121,10 @@ def group_view(g: ManagedGroup, partitions: bool = False) -> dict[str, object]:
             "capacity": engine.capacity_of(member) or (p.capacity if p and p.capacity else 1.0),
         }
     counts = [len(v) for v in granted.values()]
+    unassigned = sorted(engine.unassigned())
     rows = {}
     if partitions:
-        lag = g.state.lag
+        lag, owners = g.state.lag, g.state.reconciler.owner
         rows["partitions"] = [
             {
                 "topic": tp.topic,
@@ -115,16 +132,21 @@ def group_view(g: ManagedGroup, partitions: bool = False) -> dict[str, object]:
                 "member": owner,
                 "lag": round(lag.get(tp, 0)),
             }
-            for tp, owner in sorted(g.state.reconciler.owner.items())
+            for tp, owner in sorted(
+                [*owners.items(), *((tp, None) for tp in unassigned if tp not in owners)]
+            )
         ]
     return rows | {
         "group": g.name,
+        "state": group_state(
+            g.state.paused, len(unassigned), g.state.settled() and not g.publishing
+        ),
         "generation": g.state.reconciler.generation,
         "controller_epoch": g.epoch,
         "paused": g.state.paused,
         "drained": sorted(g.state.drained),
         "constraints": g.state.constraints.model_dump(),
-        "unassigned": [[tp.topic, tp.partition] for tp in engine.unassigned()],
+        "unassigned": [[tp.topic, tp.partition] for tp in unassigned],
         "members": members,
         "recent_rebalances": [
             {

@@ -1,4 +1,5 @@
-"""HTTP: Prometheus metrics, health, readiness, JSON views of the groups, their
+"""HTTP: Prometheus metrics, liveness, readiness (with why not), ``/v1/health`` (each
+connection and supervised task), JSON views of the groups, their
 constraints and leadership (read-only, open), and operator actions (pause, resume,
 rebalance, drain, undrain, constraints) that need ``Authorization: Bearer
 <http.admin_token>`` and are logged as ``admin_action``.
@@ -16,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
 from controller import logs
+from controller.core.constraint_check import left_unread, unknown_names
 from controller.core.group import effective_constraints
 from controller.runtime import faultpoints
 from controller.runtime.daemon import Controller
@@ -35,13 +37,34 @@ def build_app(controller: Controller) -> web.Application:
         return web.json_response({"status": "ok"})
 
     async def readyz(_: web.Request) -> web.Response:
-        ready = controller.ready
-        return web.json_response({"ready": ready}, status=200 if ready else 503)
+        why = controller.not_ready()
+        body: dict[str, object] = {"ready": not why}
+        if why:
+            body["waiting_for"] = why
+        return web.json_response(body, status=503 if why else 200)
+
+    async def health(_: web.Request) -> web.Response:
+        why = controller.not_ready()
+        return web.json_response(
+            {
+                "replica": controller.replica,
+                "ready": not why,
+                "waiting_for": why,
+                **controller.health.view(),
+            }
+        )
 
     async def groups(_: web.Request) -> web.Response:
         out = {name: group_summary(g) for name, g in sorted(controller.groups.items())}
+        why = controller.not_ready()
         return web.json_response(
-            {"replica": controller.replica, "ha": controller.election is not None, "groups": out}
+            {
+                "replica": controller.replica,
+                "ha": controller.election is not None,
+                "ready": not why,
+                "waiting_for": why,
+                "groups": out,
+            }
         )
 
     async def group(request: web.Request) -> web.Response:
@@ -50,7 +73,7 @@ def build_app(controller: Controller) -> web.Application:
             return web.json_response(
                 {"error": f"this replica does not lead a group {name!r}"}, status=404
             )
-        partitions = request.query.get("partitions", "").lower() in ("1", "true", "yes")
+        partitions = _flag(request, "partitions")
         return web.json_response(controller.group_view(name, partitions))
 
     async def leadership(_: web.Request) -> web.Response:
@@ -90,6 +113,7 @@ def build_app(controller: Controller) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+    app.router.add_get("/v1/health", health)
     app.router.add_get("/v1/groups", groups)
     app.router.add_get("/v1/groups/{group}", group)
     app.router.add_get("/v1/leadership", leadership)
@@ -143,12 +167,32 @@ async def _change_constraints(controller: Controller, request: web.Request) -> w
         counter.labels("constraints", "not_found").inc()
         return web.json_response({"error": f"this replica does not lead {group!r}"}, status=404)
     state = g.state
+    engine = state.engine
+    unknown = unknown_names(
+        patch,
+        engine.partitions_per_topic,
+        state.knows,
+        state.overrides,
+        allow_unknown_members=_flag(request, "allow_unknown_members"),
+    )
+    if unknown:
+        counter.labels("constraints", "invalid").inc()
+        return web.json_response({"error": "; ".join(unknown)}, status=400)
     overrides = patch.applied_to(state.overrides)
     try:
-        effective_constraints(state.configured, overrides)
+        effective = effective_constraints(state.configured, overrides)
     except ValueError as exc:
         counter.labels("constraints", "invalid").inc()
         return web.json_response({"error": str(exc)}, status=400)
+    unread = await asyncio.to_thread(
+        left_unread, dict(engine.partitions_per_topic), dict(engine.members), effective
+    )
+    if unread and _flag(request, "strict"):
+        counter.labels("constraints", "refused").inc()
+        return web.json_response(
+            {"error": f"{unread} partition(s) would have no reader under these constraints"},
+            status=409,
+        )
     failed = await _save(controller, g, overrides, state.paused, state.drained)
     if failed is not None:
         counter.labels("constraints", "unavailable").inc()
@@ -164,8 +208,13 @@ async def _change_constraints(controller: Controller, request: web.Request) -> w
         pins=len(overrides.pins),
         max_partitions=len(overrides.max_partitions),
         racks=len(overrides.racks),
+        left_unread=unread,
     )
-    return web.json_response(constraints_view(g))
+    return web.json_response({**constraints_view(g), "left_unread": unread})
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "").lower() in ("1", "true", "yes")
 
 
 async def _admin(controller: Controller, request: web.Request, action: str) -> web.Response:
@@ -181,12 +230,11 @@ async def _admin(controller: Controller, request: web.Request, action: str) -> w
     who = request.remote or "?"
     g = controller.groups[group]
     state = g.state
-    if member is not None and not (
-        state.knows(member) if action == "drain" else member in state.drained
-    ):
+    # Idempotent like pause and resume: draining a drained member, or undraining one
+    # that is not drained, succeeds and changes nothing; only a stranger is refused.
+    if member is not None and not (state.knows(member) or member in state.drained):
         counter.labels(action, "not_found").inc()
-        what = "member" if action == "drain" else "drained member"
-        return web.json_response({"error": f"no {what} {member!r} in {group!r}"}, status=404)
+        return web.json_response({"error": f"no member {member!r} in {group!r}"}, status=404)
     if action != "rebalance":
         paused = {"pause": True, "resume": False}.get(action, state.paused)
         drained = set(state.drained)

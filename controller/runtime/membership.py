@@ -23,6 +23,7 @@ from aiokafka import AIOKafkaConsumer
 
 from controller import logs
 from controller.runtime.config import Config, MqttSettings
+from controller.runtime.health import Health
 from controller.runtime.kafka_io import client_options
 from controller.runtime.metrics import Metrics
 from controller.wire.presence import MqttAuth
@@ -75,10 +76,18 @@ class MqttPresence:
     members not heard from within ``resync`` seconds are reported gone.
     """
 
-    def __init__(self, cfg: Config, sink: Sink, metrics: Metrics, resync: float = 2.0) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        sink: Sink,
+        metrics: Metrics,
+        health: Health | None = None,
+        resync: float = 2.0,
+    ) -> None:
         self._cfg = cfg
         self._sink = sink
         self._metrics = metrics
+        self._health = health or Health(metrics)
         self._resync = resync
         self._live: set[tuple[str, str]] = set()
         self.connected = asyncio.Event()
@@ -101,7 +110,7 @@ class MqttPresence:
                     tls_params=auth.tls,
                 ) as client:
                     await client.subscribe(pattern, qos=1)
-                    self._metrics.connected.labels("mqtt").set(1)
+                    self._health.link("mqtt", True)
                     self.connected.set()
                     log.info("mqtt_connected", host=m.host, port=m.port)
                     backoff = 0.2
@@ -115,7 +124,7 @@ class MqttPresence:
                     finally:
                         resync.cancel()
             except aiomqtt.MqttError as exc:
-                self._metrics.connected.labels("mqtt").set(0)
+                self._health.link("mqtt", False, str(exc))
                 self.connected.clear()
                 log.warning("mqtt_disconnected", error=str(exc), retry_in=backoff)
                 await asyncio.sleep(backoff)
@@ -159,10 +168,13 @@ class MqttPresence:
 class KafkaHeartbeats:
     """Reads heartbeats from a Kafka topic; expires members silent for session_timeout."""
 
-    def __init__(self, cfg: Config, sink: Sink, metrics: Metrics) -> None:
+    def __init__(
+        self, cfg: Config, sink: Sink, metrics: Metrics, health: Health | None = None
+    ) -> None:
         self._cfg = cfg
         self._sink = sink
         self._metrics = metrics
+        self._health = health or Health(metrics)
         self._last: dict[tuple[str, str], float] = {}
 
     def expect(self, group: str, member: str) -> None:
@@ -178,14 +190,14 @@ class KafkaHeartbeats:
             auto_offset_reset="latest",
         )
         await consumer.start()
-        self._metrics.connected.labels("heartbeats").set(1)
+        self._health.link("heartbeats", True)
         expiry = asyncio.create_task(self._expire_loop())
         try:
             async for msg in consumer:
                 self._handle(msg.key, msg.value, f"{msg.topic}[{msg.partition}]@{msg.offset}")
         finally:
             expiry.cancel()
-            self._metrics.connected.labels("heartbeats").set(0)
+            self._health.link("heartbeats", False, "the heartbeat reader stopped")
             await consumer.stop()
 
     def _handle(self, key: bytes | None, value: bytes | None, source: str) -> None:

@@ -15,6 +15,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Proc
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from controller.core.group import REASONS
+
 
 def _geometric(low: float, high: float, factor: float) -> tuple[float, ...]:
     out = [low]
@@ -26,6 +28,8 @@ def _geometric(low: float, high: float, factor: float) -> tuple[float, ...]:
 #: 0.5 ms to 60 s, each bound 25 % above the last: a quantile read from these (with
 #: ``histogram_quantile``'s interpolation) is within 25 % of the true value.
 DURATION_BUCKETS = _geometric(0.0005, 60.0, 1.249)
+#: ``ballast_partitions_moved_total``'s reasons: a rebalance's, and moves onto a rack.
+MOVE_REASONS = (*REASONS, "rack")
 _HANDOFF_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
@@ -147,7 +151,8 @@ class Metrics:
         )
         self.moved = Counter(
             "ballast_partitions_moved_total",
-            "Partitions taken from a still-present owner, by reason (balance, lag or rack).",
+            "Partitions whose reader changed, by why: lag, rack (onto a replica's rack), or "
+            "the rebalance's reason (join, leave, crash, drain, undrain, constraints, ...).",
             ["group", "reason"],
             registry=r,
         )
@@ -287,9 +292,15 @@ class Metrics:
             registry=r,
         )
         self.connected = Gauge(
-            "ballast_connection_up", "1 when the connection is up.", ["connection"], registry=r
+            "ballast_connection_up",
+            "1 while the connection answers (kafka: the last probe was answered; mqtt: "
+            "connected; heartbeats: the reader runs).",
+            ["connection"],
+            registry=r,
         )
-        self.ready = Gauge("ballast_ready", "1 once recovered and connected.", registry=r)
+        self.ready = Gauge(
+            "ballast_ready", "1 while recovered and every required connection answers.", registry=r
+        )
         self.publish_errors = Counter(
             "ballast_publish_errors_total",
             "Failed attempts to publish assignment records.",
@@ -311,7 +322,7 @@ class Metrics:
             histogram.labels(group)
         for counter in (self.handoff_timeouts, self.fenced_publications):
             counter.labels(group)
-        for reason in ("balance", "lag"):
+        for reason in MOVE_REASONS:
             self.moved.labels(group, reason)
 
 

@@ -100,7 +100,11 @@ def _state_file(directory: Path) -> Path:
 
 
 def _port_free(port: int) -> bool:
+    """Free for a server: nothing listens there. Connections of a stopped stack left in
+    TIME-WAIT do not count (the brokers listen with ``SO_REUSEADDR`` too); without it
+    ``dev up`` right after ``dev down`` was refused for a minute."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:

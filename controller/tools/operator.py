@@ -88,6 +88,8 @@ class AdminApi:
                 why = str(_json(self.url, body).get("error", exc.reason))
             except UnreachableError:
                 why = str(exc.reason)
+            if exc.code == 400:  # the request named something wrong: a usage error
+                raise InputError(why) from None
             raise RefusedError(_refusal(exc.code, why, method, path)) from None
         except (urllib.error.URLError, OSError) as exc:
             why = str(exc.reason if isinstance(exc, urllib.error.URLError) else exc)
@@ -142,11 +144,22 @@ def act(api: AdminApi, action: str, group: str, member: str | None = None) -> di
 
 
 def constraints(
-    api: AdminApi, group: str, change: Mapping[str, Any] | None = None
+    api: AdminApi,
+    group: str,
+    change: Mapping[str, Any] | None = None,
+    *,
+    allow_unknown_members: bool = False,
+    strict: bool = False,
 ) -> dict[str, Any]:
-    """The group's constraints; with ``change`` (a ``ConstraintPatch`` body), changed first."""
+    """The group's constraints; with ``change`` (a ``ConstraintPatch`` body), changed
+    first: refused when it names what the group does not have (unless members are
+    ``allow_unknown_members``) or, ``strict``, when it would leave partitions unread."""
     path = f"/v1/groups/{urllib.parse.quote(group, safe='')}/constraints"
-    return api.get(path) if change is None else api.patch(path, change)
+    if change is None:
+        return api.get(path)
+    options = {"allow_unknown_members": allow_unknown_members, "strict": strict}
+    query = urllib.parse.urlencode({k: "true" for k, on in options.items() if on})
+    return api.patch(f"{path}?{query}" if query else path, change)
 
 
 def render_constraints(view: Mapping[str, Any]) -> str:
@@ -207,6 +220,8 @@ def _cell(value: object) -> str:
 def render_status(view: Mapping[str, Any]) -> str:
     groups: Mapping[str, Mapping[str, Any]] = view["groups"]
     header = f"replica {view.get('replica')}  (ha: {'on' if view.get('ha') else 'off'})"
+    if view.get("waiting_for"):
+        header += "  NOT READY: " + ", ".join(view["waiting_for"])
     if not groups:
         return f"{header}\nthis replica leads no group"
     rows = [
@@ -220,7 +235,7 @@ def render_status(view: Mapping[str, Any]) -> str:
             g["max_member_lag"],
             g["lag_skew"],
             g["revoking"],
-            _group_state(g),
+            g["state"],
         )
         for name, g in groups.items()
     ]
@@ -229,12 +244,6 @@ def render_status(view: Mapping[str, Any]) -> str:
         "SKEW", "HANDOFFS", "STATE",
     )  # fmt: skip
     return f"{header}\n{table(headers, rows)}"
-
-
-def _group_state(g: Mapping[str, Any]) -> str:
-    if g.get("paused"):
-        return "paused"
-    return "settled" if g.get("settled") else "rebalancing"
 
 
 def _capacity(value: object) -> str:
@@ -246,8 +255,8 @@ def render_describe(view: Mapping[str, Any], partitions: bool = False) -> str:
     members: Mapping[str, Mapping[str, Any]] = view["members"]
     q = view["quality"]
     lines = [
-        f"group {view['group']}  generation {view['generation']}  "
-        f"epoch {view['controller_epoch']}  paused {_cell(view.get('paused', False))}",
+        f"group {view['group']}  state {view['state']}  generation {view['generation']}  "
+        f"epoch {view['controller_epoch']}",
         f"lag {q['total_lag']}  max member lag {q['max_member_lag']}  "
         f"skew {q['lag_skew']:.2f}  count spread {q['count_spread']}  "
         f"cross-rack {q.get('cross_rack', 0)}",
@@ -293,13 +302,19 @@ def render_describe(view: Mapping[str, Any], partitions: bool = False) -> str:
             f"{r['generation']}  {r['why']}"
             for r in recent[-RECENT_SHOWN:]
         ]
+    unread = view.get("unassigned") or []
+    if unread:
+        lines += ["", f"{len(unread)} partition(s) have no reader (state degraded)"]
     if partitions:
         owned = [
-            (p["topic"], p["partition"], p["member"], p["lag"]) for p in view.get("partitions", [])
+            (p["topic"], p["partition"], p["member"] or "-", p["lag"])
+            for p in view.get("partitions", [])
         ]
         lines += [
             "",
-            table(("TOPIC", "PARTITION", "MEMBER", "LAG"), owned) if owned else "no grants",
+            table(("TOPIC", "PARTITION", "MEMBER", "SMOOTHED-LAG"), owned)
+            if owned
+            else "no partitions",
         ]
     return "\n".join(lines)
 

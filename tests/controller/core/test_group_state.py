@@ -66,6 +66,7 @@ class Sim:
         self.published: list[Plan] = []
         #: Presence messages on their way: (arrival time, consumer).
         self.arrivals: list[tuple[float, Consumer]] = []
+        self.rebalances: list[Rebalance] = []
 
     def deliver(self, plan: Plan) -> None:
         granted = self.group.reconciler.granted
@@ -105,7 +106,9 @@ class Sim:
                 if gen > c.generation:
                     c.apply(gen, rec)
                     self.group.on_presence(c.presence(), self.now)
-        _, plan = self.group.tick(self.now)
+        rebalance, plan = self.group.tick(self.now)
+        if rebalance is not None:
+            self.rebalances.append(rebalance)
         if plan is not None:
             self.deliver(plan)
         self.check_exclusive()
@@ -186,10 +189,14 @@ def all_partitions(topics: set[str]) -> set[TopicPartition]:
 @given(
     seed=st.integers(0, 10**6),
     ops=st.lists(
-        st.sampled_from(["join", "join", "leave", "crash", "wait"]), min_size=4, max_size=30
+        st.sampled_from(["join", "join", "leave", "crash", "drain", "undrain", "wait"]),
+        min_size=4,
+        max_size=30,
     ),
 )
 def test_never_two_owners_and_everything_owned_after_settling(seed: int, ops: list[str]) -> None:
+    """Drains included: a drained member still runs and reads until it has applied its
+    revoke (its partitions were once given away at once, as a dead member's are)."""
     sim = Sim(seed)
     rng = random.Random(seed)
     names = [f"c{i}" for i in range(8)]
@@ -202,10 +209,15 @@ def test_never_two_owners_and_everything_owned_after_settling(seed: int, ops: li
             sim.leave(rng.choice(present))
         elif op == "crash" and present:
             sim.crash(rng.choice(present))
+        elif op == "drain" and present:
+            sim.group.drain(rng.choice(present), sim.now)
+        elif op == "undrain" and sim.group.drained:
+            sim.group.undrain(rng.choice(sorted(sim.group.drained)), sim.now)
         sim.step(rng.uniform(0.1, 2.0))
     # Invariant 2: within rebalance_delay + leave_grace + handoff_timeout (+ apply delay).
     sim.settle(TUNING.rebalance_delay + TUNING.leave_grace + TUNING.handoff_timeout + 4)
-    subscribed = {t for c in sim.consumers.values() for t in c.topics}
+    serving = [c for n, c in sim.consumers.items() if n not in sim.group.drained]
+    subscribed = {t for c in serving for t in c.topics}
     assert set(sim.owners()) == all_partitions(subscribed)
     gens = [p.generation for p in sim.published]
     assert gens == sorted(set(gens)), "generations strictly increase"
@@ -599,6 +611,47 @@ def test_a_rebalance_says_why_it_moved_for_lag() -> None:
     )
     plain = Rebalance(reasons=("leave",), moved=3, moved_for_lag=0, **base)  # type: ignore[arg-type]
     assert plain.why() == "leave: 2 member(s) changed, moved 3"
+
+
+def test_every_partition_that_changes_reader_is_counted_with_why_and_whom() -> None:
+    """A drain, a crash, a clean leave and an undrain each move partitions: each step
+    counts all of them (a departed member's too, which nobody present gave up) under
+    its reason and names the member it was about. A drain of 4 partitions was logged
+    ``moved 0``, and an undrain as a join."""
+    sim = settled(7, "a", "b", "c")
+
+    def last_step(action: str) -> Rebalance:
+        sim.rebalances.clear()
+        sim.settle(12)
+        steps = [r for r in sim.rebalances if action in r.reasons]
+        assert len(steps) == 1, sim.rebalances
+        return steps[0]
+
+    assert sim.group.drain("c", sim.now)
+    drained = last_step("drain")
+    assert drained.by_reason() == {"drain": 4}
+    assert drained.reassigned() == 4
+    assert drained.about == {"drain": ("c",)}
+    assert drained.why() == "drain (drain c): 3 member(s) changed, moved 4"
+
+    assert sim.group.undrain("c", sim.now)
+    undrained = last_step("undrain")
+    assert undrained.reasons == ("undrain",)
+    assert undrained.by_reason() == {"undrain": 4}
+    assert undrained.about == {"undrain": ("c",)}
+
+    sim.crash("b")
+    crashed = last_step("crash")
+    assert crashed.by_reason() == {"crash": 4}
+    assert crashed.about == {"crash": ("b",)}
+
+    sim.join("d", ["orders"])
+    sim.settle(12)
+    sim.leave("a")
+    left = last_step("leave")
+    assert left.by_reason() == {"leave": 4}
+    assert left.about == {"leave": ("a",)}
+    assert sorted(len(c.applied) for c in sim.consumers.values()) == [6, 6]
 
 
 def assert_recovery_moves_nothing(group: GroupState, heard: list[Presence], now: float) -> None:

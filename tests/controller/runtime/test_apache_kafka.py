@@ -32,6 +32,7 @@ from controller.runtime.config import Config
 from controller.runtime.daemon import Controller
 from controller.runtime.group_view import group_view
 from controller.runtime.kafka_io import BrokerRefusalError
+from controller.tasks import cancel_and_wait
 from controller.tools import apache_kafka, embedded
 from controller.tools.audit import run_audit
 from controller.wire.assignments import READ_ISOLATION
@@ -90,9 +91,7 @@ async def _member(
     try:
         yield member
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel_and_wait(task)
         await member.close()
 
 
@@ -190,7 +189,9 @@ async def _read_all(address: str, topic: str) -> tuple[int, int]:
         await consumer.seek_to_beginning(*tps)
         ends = await consumer.end_offsets(tps)
         read = 0
-        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+        deadline = time.monotonic() + 60
+        while behind := {tp: p for tp in tps if (p := await consumer.position(tp)) < ends[tp]}:
+            assert time.monotonic() < deadline, f"read stuck at {behind} of {ends}"
             for msgs in (await consumer.getmany(timeout_ms=500)).values():
                 read += len(msgs)
         return read, sum(ends.values())

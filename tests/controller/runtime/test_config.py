@@ -8,7 +8,7 @@ import pytest
 
 from controller.cli import main
 from controller.errors import InputError
-from controller.runtime.config import load_config
+from controller.runtime.config import applied_overrides, load_config, misspelt_overrides
 
 EXAMPLE = Path(__file__).parents[3] / "config" / "ballast.yaml"
 
@@ -199,3 +199,25 @@ def test_security_ha_and_pipeline_settings_are_validated(
     path.write_text("groups: [{name: g}]\n" + yaml_text + "\n")
     with pytest.raises(InputError, match=mentions):
         load_config(path, environ={})
+
+
+def test_an_override_with_one_underscore_is_named_not_ignored() -> None:
+    """``BALLAST_HTTP_PORT`` (one underscore) set nothing and passed silently: it is
+    named with the spelling that works. The operator commands' own names are not."""
+    environ = {
+        "BALLAST_HTTP_PORT": "9000",
+        "BALLAST_REBALANCE_DELAY": "2s",
+        "BALLAST_URL": "http://ballast:8080",
+        "BALLAST_TOKEN_FILE": "/run/token",
+        "BALLAST_KAFKA__BOOTSTRAP_SERVERS": "b:9092",
+    }
+    assert misspelt_overrides(environ) == [
+        "environment BALLAST_HTTP_PORT: not read; did you mean BALLAST_HTTP__PORT? (two "
+        "underscores between a section and its key)",
+        "environment BALLAST_REBALANCE_DELAY: not read; did you mean BALLAST_REBALANCE__DELAY? "
+        "(two underscores between a section and its key)",
+    ]
+    assert applied_overrides(environ) == [
+        "BALLAST_KAFKA__BOOTSTRAP_SERVERS (kafka.bootstrap_servers)"
+    ]
+    assert load_config(EXAMPLE, environ=environ).kafka.bootstrap_servers == "b:9092"

@@ -10,23 +10,31 @@ import signal
 import socket
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from controller.tools import apache_kafka, embedded
 from controller.tools.simfleet import Fleet
-from tests.brokers import BROKER, kafka_yaml, start_daemon
+from tests.brokers import BROKER, kafka_yaml, restartable_broker, start_daemon
 
 pytestmark = pytest.mark.integration
 
 
 def _write_config(
-    path: Path, kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, group: str, port: int
+    path: Path,
+    kafka: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+    group: str,
+    port: int,
+    *,
+    probe_interval: str = "5s",
 ) -> None:
+    settings = {**json.loads(kafka_yaml(kafka)), "probe_interval": probe_interval}
     path.write_text(
         f"""
-kafka: {kafka_yaml(kafka)}
+kafka: {json.dumps(settings)}
 mqtt: {{port: {mqtt.port}, client_id: ctl-{group}, keepalive: 2}}
 rebalance: {{delay: 200ms, leave_grace: 1s, handoff_timeout: 20s}}
 lag: {{source: poll, poll_interval: 1s}}
@@ -175,3 +183,63 @@ async def test_sigterm_while_kafka_is_down_stops_cleanly(
     library = Counter(e["event"] for e in entries if e.get("logger", "").startswith("aiokafka"))
     assert library, "the outage was not even logged"
     assert max(library.values()) <= 2, library.most_common(3)
+
+
+def _connection_up(port: int, name: str) -> float:
+    body = _get(port, "/metrics")[1].decode()
+    line = next(
+        x
+        for x in body.splitlines()
+        if x.startswith(f'ballast_connection_up{{connection="{name}"}}')
+    )
+    return float(line.split()[-1])
+
+
+async def _until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await asyncio.to_thread(check):
+        assert asyncio.get_running_loop().time() < deadline, f"not within {timeout}s: {what}"
+        await asyncio.sleep(0.2)
+
+
+async def test_readiness_and_connection_up_follow_the_broker(
+    mqtt: embedded.BrokerProcess, tmp_path: Path
+) -> None:
+    """The broker stops under a running controller: within a probe (1 s here) ``/readyz``
+    is 503 and says why, ``ballast_connection_up{connection="kafka"}`` is 0 and
+    ``/v1/health`` names the error; the broker comes back and all three follow. Before,
+    the gauge said 1 and readiness 200 for as long as the process lived."""
+    with restartable_broker(tmp_path) as kafka:
+        port = embedded.free_port()
+        config = tmp_path / "ballast.yaml"
+        _write_config(config, kafka, mqtt, "probe", port, probe_interval="1s")
+        log = tmp_path / "daemon.log"
+        proc = start_daemon(config, log)
+        try:
+            await embedded.wait_until_ready(port, 60, proc)
+            assert _connection_up(port, "kafka") == 1
+            assert _connection_up(port, "mqtt") == 1
+            kafka.stop()
+            await _until(lambda: _get(port, "/readyz")[0] == 503, 15, "not ready")
+            assert json.loads(_get(port, "/readyz")[1]) == {
+                "ready": False,
+                "waiting_for": ["kafka unreachable"],
+            }
+            assert _connection_up(port, "kafka") == 0
+            health = json.loads(_get(port, "/v1/health")[1])
+            assert health["connections"]["kafka"]["up"] is False
+            assert health["connections"]["kafka"]["last_error"]
+            assert health["connections"]["mqtt"]["up"] is True
+            kafka.start(timeout=apache_kafka.start_timeout(BROKER))
+            await _until(lambda: _get(port, "/readyz")[0] == 200, 60, "ready again")
+            assert _connection_up(port, "kafka") == 1
+            health = json.loads(_get(port, "/v1/health")[1])
+            assert health["ready"] is True
+            assert set(health["tasks"]) >= {"kafka-probe", "membership", "metadata"}
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            code = await asyncio.to_thread(proc.wait, 60)
+    assert code == 0, log.read_text()[-3000:]
+    events = [json.loads(line)["event"] for line in log.read_text().splitlines() if line]
+    assert events.count("kafka_unreachable") == 1
+    assert events.count("kafka_reachable") == 1

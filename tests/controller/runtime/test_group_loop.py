@@ -4,7 +4,6 @@ that only absorb queued lag readings follow each other at once."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 
 import pytest
@@ -15,6 +14,7 @@ from controller.runtime.config import Config
 from controller.runtime.group_loop import GroupLoop
 from controller.runtime.metrics import Metrics
 from controller.runtime.replica_state import ManagedGroup
+from controller.tasks import cancel_and_wait
 from controller.wire.records import Presence
 
 GRANT_BATCH = 0.5
@@ -65,9 +65,7 @@ async def test_queued_lag_is_absorbed_step_after_step_without_the_grant_pause(
         async with asyncio.timeout(60):  # liveness only: the loop must drain
             await drained()
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel_and_wait(task)
     assert len(state.lag) == 10
     assert pauses == [GRANT_BATCH, 0, 0, 0, 0]
 

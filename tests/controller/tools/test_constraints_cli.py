@@ -61,7 +61,7 @@ async def test_constraints_are_applied_and_survive_a_restart(tmp_path: Path) -> 
             "constraints", dev.GROUP, "--pin", f"{dev.TOPIC}:0=a", "--pin", f"{dev.TOPIC}:1=a",
             "--max-partitions", "a=1", env=with_token,
         )  # fmt: skip
-        assert clash.returncode == 4
+        assert clash.returncode == 2  # a request that cannot hold: a usage error
         assert "max_partitions['a'] is 1 but 2 partitions are pinned to it" in clash.stderr
         assert cli("constraints", dev.GROUP, "--pin", f"{dev.TOPIC}:3=c", env=env).returncode == 4
 
@@ -99,9 +99,57 @@ async def test_constraints_are_applied_and_survive_a_restart(tmp_path: Path) -> 
         await asyncio.sleep(3)  # the fleet's presence is heard again; nothing may move
         assert {n: sorted(map(tuple, m.partitions)) for n, m in fleet.members.items()} == before
 
+        # Typos are refused, one line each, exit 2; nothing is stored.
+        for args, says in (
+            (["--pin", f"{dev.TOPIC}:99=a"], f"{dev.TOPIC} has 12 partition(s), 0 to 11"),
+            (["--pin", "nosuchtopic:0=a"], "the group reads no topic 'nosuchtopic'"),
+            (["--pin", f"{dev.TOPIC}:2=ghost"], "no member 'ghost' in the group"),
+            (["--unpin", f"{dev.TOPIC}:7"], "no pin of the admin API to remove"),
+            (["--max-partitions", "ghost=1"], "--allow-unknown-members"),
+        ):
+            refused = cli("constraints", dev.GROUP, *args, env=with_token)
+            assert refused.returncode == 2, (args, refused.stderr)
+            assert says in refused.stderr
+            assert refused.stderr.count("\n") == 1
+        assert (
+            as_json(cli("constraints", dev.GROUP, "-o", "json", env=env))["overrides"]
+            == (view["overrides"])
+        )
+        # A member that has not joined yet may be named on purpose.
+        provisioned = cli(
+            "constraints", dev.GROUP, "--max-partitions", "later=3", "--allow-unknown-members",
+            "-o", "json", env=with_token,
+        )  # fmt: skip
+        assert provisioned.returncode == 0, provisioned.stderr
+        assert as_json(provisioned)["overrides"]["max_partitions"] == {"a": 2, "later": 3}
+
+        # Caps that leave partitions unread: refused with --strict, else a warning at once
+        # and a degraded group with "-" rows until they are lifted.
+        stranding = ["--max-partitions", "b=0", "--max-partitions", "c=5"]
+        strict = cli("constraints", dev.GROUP, *stranding, "--strict", env=with_token)
+        assert strict.returncode == 4
+        assert "5 partition(s) would have no reader" in strict.stderr
+        warned = cli("constraints", dev.GROUP, *stranding, "-o", "json", env=with_token)
+        assert warned.returncode == 0, warned.stderr
+        assert "warning: 5 partition(s)" in warned.stderr
+        assert as_json(warned)["left_unread"] == 5
+
+        for _ in range(60):  # the next rebalance applies the caps
+            status = await asyncio.to_thread(cli, "status", "-o", "json", env=env)
+            if as_json(status)["groups"][dev.GROUP]["state"] == "degraded":
+                break
+            await asyncio.sleep(0.5)
+        else:
+            raise AssertionError("the group never showed as degraded")
+        assert "degraded" in cli("status", "-o", "table", env=env).stdout
+        rows = cli("describe", dev.GROUP, "--partitions", "-o", "table", env=env).stdout
+        assert sum(1 for r in rows.splitlines() if r.split()[2:3] == ["-"]) == 5
+        assert "5 partition(s) have no reader" in rows
+
         cleared = as_json(cli(
             "constraints", dev.GROUP, "--unpin", f"{dev.TOPIC}:5", "--no-max-partitions", "a",
-            "-o", "json", env=with_token,
+            "--no-max-partitions", "b", "--no-max-partitions", "c", "--no-max-partitions",
+            "later", "-o", "json", env=with_token,
         ))  # fmt: skip
         assert cleared["effective"] == {"pins": [], "max_partitions": {}, "racks": {}}
         await fleet.wait_for(

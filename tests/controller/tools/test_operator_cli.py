@@ -11,10 +11,13 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from controller.tools import dev, embedded
 from controller.tools.simfleet import Fleet
@@ -30,6 +33,18 @@ def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
     assert "Traceback" not in result.stdout + result.stderr, result.stderr[-3000:]
     return result
+
+
+def _moved_by_reason(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return {
+        s.labels["reason"]: s.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "ballast_partitions_moved"
+        for s in family.samples
+        if s.name.endswith("_total") and s.value
+    }
 
 
 def as_json(result: subprocess.CompletedProcess[str]) -> Any:
@@ -107,15 +122,29 @@ async def test_dev_up_run_and_operate(tmp_path: Path) -> None:
         group = status["groups"][dev.GROUP]
         assert (group["members"], group["partitions"], group["revoking"]) == (2, 12, 0)
         assert status["replica"]
-        table = cli("status", "-o", "table", env=env).stdout
+        table = cli("status", env=env).stdout  # a table even into a pipe
         assert table.splitlines()[1].split()[:2] == ["GROUP", "GENERATION"]
+        assert yaml.safe_load(cli("status", "-o", "yaml", env=env).stdout) == as_json(
+            cli("status", "-o", "json", env=env)
+        )
+        every = as_json(cli("describe", "-o", "json", env=env))  # no group: all it leads
+        assert list(every) == [dev.GROUP]
+        assert sorted(every[dev.GROUP]["members"]) == ["a", "b"]
+        watching = subprocess.Popen(
+            [BIN, "status", "--watch", "0.2"], env=env, stdout=subprocess.PIPE, text=True
+        )
+        await asyncio.sleep(2.0)
+        watching.send_signal(signal.SIGINT)
+        out, _ = await asyncio.to_thread(watching.communicate, timeout=30)
+        assert watching.returncode == 130
+        assert out.count("GROUP  ") >= 3, out  # shown again and again
         assert dev.GROUP in table
         view = as_json(cli("describe", dev.GROUP, "-o", "json", env=env))
         assert sorted(view["members"]) == ["a", "b"]
         assert {m["state"] for m in view["members"].values()} == {"active"}
         described = cli("describe", dev.GROUP, "--partitions", "-o", "table", env=env).stdout
         assert "MEMBER" in described
-        assert ["TOPIC", "PARTITION", "MEMBER", "LAG"] in [
+        assert ["TOPIC", "PARTITION", "MEMBER", "SMOOTHED-LAG"] in [
             line.split() for line in described.splitlines()
         ]
         rows = as_json(cli("describe", dev.GROUP, "--partitions", "-o", "json", env=env))[
@@ -140,13 +169,19 @@ async def test_dev_up_run_and_operate(tmp_path: Path) -> None:
         assert view["members"]["a"]["state"] == "drained"
         # A lag poll landing in the same coalescing window adds its reason to the step.
         assert "drain" in view["recent_rebalances"][-1]["reasons"]
-        assert (
-            "drain: 2 member(s) changed"
-            in cli("describe", dev.GROUP, "-o", "table", env=env).stdout
-        )
+        # Idempotent, like pause and resume: again is 0 and changes nothing.
+        assert cli("drain", dev.GROUP, "a", env=with_token).returncode == 0
+        assert cli("undrain", dev.GROUP, "a", env=with_token).returncode == 0
         assert cli("undrain", dev.GROUP, "a", env=with_token).returncode == 0
         await fleet.wait_for(
             lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [6, 6], timeout=30
+        )
+        # Every partition that changed reader is counted under why: a's six, twice.
+        moved = _moved_by_reason(http_port)
+        assert (moved.get("drain"), moved.get("undrain")) == (6, 6), moved
+        assert (
+            "drain (drain a): 2 member(s) changed, moved 6"
+            in cli("describe", dev.GROUP, "-o", "table", env=env).stdout
         )
         for action in ("pause", "resume", "rebalance"):
             done = cli(action, dev.GROUP, "-o", "table", env=with_token)
