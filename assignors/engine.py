@@ -1345,7 +1345,7 @@ class IncrementalAssignor:
                 self._trigger = LagTrigger(top_name, a.lag, unit)
             first = False
             step = self._best_lag_step(a, budget - spent, lags)
-            if step is None:
+            if step is None or step[0] > top_load * (1.0 - policy.min_gain):
                 return
             cost = self._apply_lag_step(a, step)
             if cost == 0:

@@ -23,6 +23,10 @@ class LagPolicy:
     min_lag: int = 1_000
     #: How many of the least-lagged members are tried as partners per step.
     candidates: int = 8
+    #: Take a step only when it lowers the largest member's lag (its load per unit of
+    #: capacity) by at least this fraction: a move costs its partition a revoke and a
+    #: restart, and one that buys 1 % is waste. 0 takes any step that lowers it.
+    min_gain: float = 0.0
 
     def __post_init__(self) -> None:
         if not 1.0 <= self.target_ratio <= self.trigger_ratio:
@@ -32,6 +36,8 @@ class LagPolicy:
             )
         if self.max_moves < 0 or self.min_lag < 0 or self.candidates < 1:
             raise ValueError("LagPolicy: max_moves and min_lag must be >= 0, candidates >= 1")
+        if not 0.0 <= self.min_gain < 1.0:
+            raise ValueError(f"LagPolicy: need 0 <= min_gain < 1, got {self.min_gain}")
 
 
 DEFAULT_POLICY = LagPolicy()

@@ -356,20 +356,19 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def _cmd_describe(args: argparse.Namespace) -> int:
     api = _api(args)
+    shape = (args.partitions, args.output == "wide")
 
     def show() -> int:
         names = [args.group] if args.group else sorted(operator.status(api)["groups"])
         views = [operator.describe(api, name, args.partitions) for name in names]
         if args.group:
-            return _emit(
-                args, views[0], lambda: operator.render_describe(views[0], args.partitions)
-            )
+            return _emit(args, views[0], lambda: operator.render_describe(views[0], *shape))
         every = {v["group"]: v for v in views}
         return _emit(
             args,
             every,
             lambda: (
-                "\n\n".join(operator.render_describe(v, args.partitions) for v in views)
+                "\n\n".join(operator.render_describe(v, *shape) for v in views)
                 or "this replica leads no group"
             ),
         )
@@ -519,9 +518,9 @@ def _api_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-o",
         "--output",
-        choices=("table", "json", "yaml"),
+        choices=("table", "wide", "json", "yaml"),
         default="table",
-        help="output format (default: table, also when piped)",
+        help="output format (default: table, also when piped; wide: more columns)",
     )
 
 

@@ -23,3 +23,15 @@ async def cancel_and_wait(*tasks: asyncio.Task[Any] | None) -> None:
     for task in ending:
         if not task.cancelled():
             task.exception()  # retrieved, so asyncio does not report it at collection
+
+
+def reraise_swallowed_cancel() -> None:
+    """Raise the cancellation a library swallowed. ``asyncio.wait_for`` on Python 3.11
+    (aiomqtt's ``publish`` waits with it) returns its result when the cancellation
+    arrives as the awaited thing completes (cpython gh-86296), but the task still counts
+    the request (``cancelling()``): a loop that polls on would never end, and whoever
+    awaits it after ``cancel()`` waits forever. Call it where a loop goes round, never in
+    cleanup that runs while a cancellation is being handled."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

@@ -44,7 +44,7 @@ from prometheus_client import Counter
 from pydantic import ValidationError
 
 from controller import logs
-from controller.tasks import cancel_and_wait
+from controller.tasks import cancel_and_wait, reraise_swallowed_cancel
 from controller.wire.assignments import READ_ISOLATION, assignments_partition, log_entry
 from controller.wire.fencing import AssignmentView, Verdict
 from controller.wire.metadata import topic_metadata
@@ -371,6 +371,7 @@ class ManagedConsumer:
         early (possibly empty, within ``CHANGE_CHECK_MS``) when one arrives while it waits,
         so that a grant or revoke takes effect at the next call instead of after a whole
         poll on a quiet topic."""
+        reraise_swallowed_cancel()  # a poll loop cancelled inside the last call ends here
         async with self._lock:
             if self.failure is not None:
                 await self._let_go()
@@ -538,6 +539,7 @@ class ManagedConsumer:
     async def _watchdog(self) -> None:
         """Apply a pending change if the application has not polled for revoke_timeout."""
         while True:
+            reraise_swallowed_cancel()
             await asyncio.sleep(min(0.5, self._revoke_timeout / 2))
             if (
                 self._pending is not None
@@ -601,6 +603,7 @@ class ManagedConsumer:
                 async with self._presence_link() as client:
                     self._mqtt_client = client
                     await self._announce()
+                    reraise_swallowed_cancel()  # or it would wait for messages forever
                     connected.set()
                     backoff = 0.2
                     async for _ in client.messages:  # returns/raises when the link drops

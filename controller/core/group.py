@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain, islice
 from typing import NamedTuple
 
@@ -31,6 +31,7 @@ from assignors import (
 from assignors.constraints import check_constraints
 from controller.core.deadlines import Deadlines
 from controller.core.handoff import Plan, Reconciler, Tags
+from controller.core.lag_cooldown import LagCooldown
 from controller.wire.fencing import Order
 from controller.wire.records import Assignment, ConstraintSet, Presence
 
@@ -71,6 +72,11 @@ class GroupTuning:
     #: poll of every partition never stalls the loop (costs O(readings), spread out).
     lag_batch: int = 2000
     policy: LagPolicy = field(default_factory=LagPolicy)
+    #: After a step that moved partitions for lag, none moves for lag for this long;
+    #: doubled, up to ``lag_backoff_max``, while the same member stays the most lagged
+    #: at no lower lag (``lag_cooldown.py``). 0: no wait.
+    lag_cooldown: float = 0.0
+    lag_backoff_max: float = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +290,8 @@ class GroupState:
             max_partitions=self.constraints.max_partitions,
         )
         self.engine.intern_partitions()
+        self.cooldown = LagCooldown(tuning.lag_cooldown, tuning.lag_backoff_max)
+        self._still = replace(tuning.policy, max_moves=0)
         self.reconciler = Reconciler(
             handoff_timeout=tuning.handoff_timeout,
             generation=recovered.generation if recovered else 0,
@@ -614,7 +622,7 @@ class GroupState:
             # readings wait for the next step, the change does not wait for them.
             first = self._first_event if self._first_event is not None else now
             reasons = tuple(r for r in REASONS if r in self._reasons)
-            rebalance = self._step(self._pending, reasons, first, self._due)
+            rebalance = self._step(self._pending, reasons, first, self._due, now)
             self._pending, self._reasons, self._due, self._first_event = [], set(), None, None
             self._about, self._departing = {}, {}
             self._coalesced = {}
@@ -623,7 +631,7 @@ class GroupState:
             # Its own step, due at once; events still coalescing stay queued until their
             # delay ends (a lag batch does not cut a burst of joins in two).
             event, since = absorbed
-            rebalance = self._step([event], ("lag",), since, since)
+            rebalance = self._step([event], ("lag",), since, since, now)
             if not rebalance.changed_members:
                 rebalance = None  # a lag reading that moved nothing is not a rebalance
         started = time.perf_counter()
@@ -634,7 +642,7 @@ class GroupState:
     # ------------------------------------------------------------------ internals
 
     def _step(
-        self, events: list[Event], reasons: tuple[str, ...], first: float, due: float
+        self, events: list[Event], reasons: tuple[str, ...], first: float, due: float, now: float
     ) -> Rebalance:
         freed: dict[str, int] = {}
         for e in events:
@@ -643,9 +651,18 @@ class GroupState:
             how = self._departing.get(e.member, "leave")
             freed[how] = freed.get(how, 0) + len(self.engine.partitions_of(e.member))
         about = {r: tuple(ms) for r, ms in self._about.items() if r in reasons}
+        cooling = not self.cooldown.allows(now)
+        if cooling:  # readings and membership apply; only lag moves wait
+            self.engine.policy = self._still
         started = time.perf_counter()
-        change = self.engine.apply(events)
+        try:
+            change = self.engine.apply(events)
+        finally:
+            self.engine.policy = self.tuning.policy
         assign_seconds = time.perf_counter() - started
+        trigger = change.lag_trigger
+        if change.moved_for_lag and trigger is not None:
+            self.cooldown.moved(now, trigger.member, trigger.lag)
         # A drained member left the engine but still runs and reads: its partitions are
         # revoked like any move (granted elsewhere only once it acknowledged), not
         # tombstoned like a dead member's, which are granted at once.

@@ -242,6 +242,13 @@ class RebalanceSettings(_Section):
     target_ratio: Annotated[float, Field(ge=1)] = 1.05
     max_moves: Annotated[int, Field(ge=0)] = 16
     min_lag: Annotated[int, Field(ge=0)] = 1_000
+    #: A lag step is taken only when it lowers the largest member lag by this fraction.
+    min_gain: Annotated[float, Field(ge=0, lt=1)] = 0.05
+    #: After partitions moved for lag, none moves for lag for this long; doubled up to
+    #: ``lag_backoff_max`` while the same member stays the most lagged at no lower lag
+    #: (moves that do not help it are not repeated every poll). 0: no wait.
+    lag_cooldown: Duration = 30.0
+    lag_backoff_max: Duration = 600.0
 
     @model_validator(mode="after")
     def _ratios(self) -> RebalanceSettings:
@@ -262,7 +269,10 @@ class RebalanceSettings(_Section):
                 target_ratio=self.target_ratio,
                 max_moves=self.max_moves,
                 min_lag=self.min_lag,
+                min_gain=self.min_gain,
             ),
+            lag_cooldown=self.lag_cooldown,
+            lag_backoff_max=self.lag_backoff_max,
         )
 
 

@@ -120,7 +120,7 @@ class Controller:
         return self.ownership.election
 
     def group_view(self, name: str, partitions: bool = False) -> dict[str, object]:
-        return group_view(self.state.groups[name], partitions)
+        return group_view(self.state.groups[name], partitions, self.cfg.lag.auto_offset_reset)
 
     # ------------------------------------------------------------------ lifecycle
 

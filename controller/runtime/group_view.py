@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+from controller.runtime.kafka_io import PartitionOffsets
 from controller.runtime.replica_state import ManagedGroup
 
 
@@ -37,6 +38,8 @@ def group_summary(g: ManagedGroup) -> dict[str, object]:
             "racks": len(state.constraints.racks),
         },
         "unassigned": unassigned,
+        # Seconds until partitions may move for lag again (``rebalance.lag_cooldown``).
+        "lag_cooldown_s": round(max(0.0, (state.cooldown.until() or 0.0) - time.monotonic()), 1),
     }
 
 
@@ -83,10 +86,22 @@ def member_state(g: ManagedGroup, member: str) -> str:
     return "active"
 
 
-def group_view(g: ManagedGroup, partitions: bool = False) -> dict[str, object]:
+def _offsets(o: PartitionOffsets | None, reset: str) -> dict[str, int | None]:
+    """The last poll's reading of a partition (nulls without one: ``lag.source: topic``
+    without samples)."""
+    if o is None:
+        return {"committed": None, "log_end": None, "raw_lag": None}
+    return {"committed": o.committed, "log_end": o.log_end, "raw_lag": o.lag(reset)}
+
+
+def group_view(
+    g: ManagedGroup, partitions: bool = False, reset: str = "latest"
+) -> dict[str, object]:
     """``GET /v1/groups/<group>``: members, grants, targets, handoffs and quality; with
-    ``partitions`` (``?partitions=true``) also each partition, its owner (None when it has
-    no reader) and its smoothed lag, as ``kafka-consumer-groups --describe`` lists them."""
+    ``partitions`` (``?partitions=true``) also each partition: its owner (None when it
+    has no reader), the owner's client process and rack, the last poll's committed and
+    log-end offsets and raw lag, and the smoothed lag the policy uses, as
+    ``kafka-consumer-groups --describe`` lists them. ``reset``: ``lag.auto_offset_reset``."""
     engine = g.state.engine
     member_lag = engine.member_lag()
     granted = g.state.reconciler.granted
@@ -124,13 +139,17 @@ def group_view(g: ManagedGroup, partitions: bool = False) -> dict[str, object]:
     unassigned = sorted(engine.unassigned())
     rows = {}
     if partitions:
-        lag, owners = g.state.lag, g.state.reconciler.owner
+        lag, owners, offsets = g.state.lag, g.state.reconciler.owner, g.offsets
+        tags = g.state.reconciler.tags
         rows["partitions"] = [
             {
                 "topic": tp.topic,
                 "partition": tp.partition,
                 "member": owner,
                 "lag": round(lag.get(tp, 0)),
+                **_offsets(offsets.get(tp), reset),
+                "instance": None if owner is None or owner not in tags else tags[owner].instance,
+                "rack": None if owner is None else engine.rack_of(owner),
             }
             for tp, owner in sorted(
                 [*owners.items(), *((tp, None) for tp in unassigned if tp not in owners)]

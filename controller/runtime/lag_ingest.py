@@ -57,6 +57,7 @@ class LagIngest:
                 except Exception as exc:
                     log.warning("lag_poll_failed", group=g.name, error=repr(exc))
                     continue
+                g.offsets = offsets
                 if use_lag and offsets:
                     # In a worker thread: 100 000 lags took 84 ms, the loop's rebalances wait.
                     lags = await asyncio.to_thread(_lags, offsets, reset)

@@ -26,6 +26,7 @@ from controller.runtime.config import Config, MqttSettings
 from controller.runtime.health import Health
 from controller.runtime.kafka_io import client_options
 from controller.runtime.metrics import Metrics
+from controller.tasks import reraise_swallowed_cancel
 from controller.wire.presence import MqttAuth
 from controller.wire.records import DecodeError, Presence, decode, split_key
 
@@ -110,6 +111,7 @@ class MqttPresence:
                     tls_params=auth.tls,
                 ) as client:
                     await client.subscribe(pattern, qos=1)
+                    reraise_swallowed_cancel()  # or it would wait for messages forever
                     self._health.link("mqtt", True)
                     self.connected.set()
                     log.info("mqtt_connected", host=m.host, port=m.port)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from assignors import TopicPartition
 from controller.core.group import GroupState, Rebalance
-from controller.runtime.kafka_io import OffsetReader
+from controller.runtime.kafka_io import OffsetReader, PartitionOffsets
 from controller.wire.records import Presence
 
 RECENT_REBALANCES = 20
@@ -32,6 +33,9 @@ class ManagedGroup:
     recent: deque[tuple[float, int, Rebalance]] = field(
         default_factory=lambda: deque(maxlen=RECENT_REBALANCES)
     )
+    #: The last lag poll's offsets of every partition (the poll's own dict, kept as it
+    #: is), for ``describe --partitions``: committed, log end, raw lag.
+    offsets: Mapping[TopicPartition, PartitionOffsets] = field(default_factory=dict)
 
 
 @dataclass

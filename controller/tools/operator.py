@@ -251,7 +251,7 @@ def _capacity(value: object) -> str:
     return f"{value:g}" if isinstance(value, int | float) else "1"
 
 
-def render_describe(view: Mapping[str, Any], partitions: bool = False) -> str:
+def render_describe(view: Mapping[str, Any], partitions: bool = False, wide: bool = False) -> str:
     members: Mapping[str, Mapping[str, Any]] = view["members"]
     q = view["quality"]
     lines = [
@@ -306,16 +306,26 @@ def render_describe(view: Mapping[str, Any], partitions: bool = False) -> str:
     if unread:
         lines += ["", f"{len(unread)} partition(s) have no reader (state degraded)"]
     if partitions:
+        columns: tuple[str, ...] = (
+            "TOPIC", "PARTITION", "MEMBER", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+            "SMOOTHED-LAG",
+        )  # fmt: skip
+        if wide:
+            columns += ("INSTANCE", "RACK")
         owned = [
-            (p["topic"], p["partition"], p["member"] or "-", p["lag"])
+            (
+                p["topic"],
+                p["partition"],
+                p["member"] or "-",
+                _cell(p.get("committed")),
+                _cell(p.get("log_end")),
+                _cell(p.get("raw_lag")),
+                p["lag"],
+                *((_cell(p.get("instance")), _cell(p.get("rack"))) if wide else ()),
+            )
             for p in view.get("partitions", [])
         ]
-        lines += [
-            "",
-            table(("TOPIC", "PARTITION", "MEMBER", "SMOOTHED-LAG"), owned)
-            if owned
-            else "no partitions",
-        ]
+        lines += ["", table(columns, owned) if owned else "no partitions"]
     return "\n".join(lines)
 
 

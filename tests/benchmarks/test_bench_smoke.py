@@ -19,6 +19,7 @@ import controller_scale
 import lag_poll
 import metadata_decode
 import pipeline_loop
+import slow_member
 
 
 @pytest.mark.parametrize("mixed", [False, True])
@@ -124,6 +125,21 @@ def test_the_closed_loop_benchmark_sees_the_controller_match_the_broker() -> Non
     assert isinstance(lag, int)
     assert records > 0
     assert lag > 0
+
+
+def test_the_slow_member_benchmark_measures_each_controller() -> None:
+    """``slow_member.py`` at a tiny size: count balance never moves for lag; the eager
+    lag policy does, and the slow member's backlog is measured under both."""
+    args = slow_member.arguments().parse_args(
+        ["--members", "3", "--partitions", "12", "--rate", "120", "--seconds", "30",
+         "--sample", "3", "--poll", "2", "--variants", "sticky", "lagsticky-eager",
+         "--broker", BROKER]
+    )  # fmt: skip
+    result = asyncio.run(slow_member.run(args))
+    sticky, eager = result["sticky"], result["lagsticky-eager"]
+    assert sticky["partitions_moved_for_lag"] == 0
+    assert eager["partitions_moved_for_lag"] > 0
+    assert sticky["largest_member_lag"]["end"] > 0
 
 
 def test_scale_rows_with_capacities_are_balanced_by_capacity() -> None:

@@ -144,9 +144,11 @@ async def test_dev_up_run_and_operate(tmp_path: Path) -> None:
         assert {m["state"] for m in view["members"].values()} == {"active"}
         described = cli("describe", dev.GROUP, "--partitions", "-o", "table", env=env).stdout
         assert "MEMBER" in described
-        assert ["TOPIC", "PARTITION", "MEMBER", "SMOOTHED-LAG"] in [
-            line.split() for line in described.splitlines()
-        ]
+        assert [
+            "TOPIC", "PARTITION", "MEMBER", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "SMOOTHED-LAG",
+        ] in [line.split() for line in described.splitlines()]  # fmt: skip
+        wide = cli("describe", dev.GROUP, "--partitions", "-o", "wide", env=env).stdout
+        assert "INSTANCE" in wide.split()
         rows = as_json(cli("describe", dev.GROUP, "--partitions", "-o", "json", env=env))[
             "partitions"
         ]
@@ -155,6 +157,21 @@ async def test_dev_up_run_and_operate(tmp_path: Path) -> None:
         ]
         assert {r["member"] for r in rows} == {"a", "b"}
         assert all(isinstance(r["lag"], int) for r in rows)
+        # The last lag poll's offsets (one every 5 s), as kafka-consumer-groups shows them.
+        for _ in range(40):
+            rows = await asyncio.to_thread(
+                cli, "describe", dev.GROUP, "--partitions", "-o", "json", env=env
+            )
+            polled = as_json(rows)["partitions"]
+            if all(r["log_end"] is not None for r in polled):
+                break
+            await asyncio.sleep(0.5)
+        assert all(
+            r["raw_lag"]
+            == r["log_end"] - (r["log_end"] if r["committed"] is None else r["committed"])
+            for r in polled
+        )
+        assert all(r["instance"] for r in polled)
         assert "partitions" not in view  # only when asked: it is O(partitions)
 
         # Actions need the token; without it: one line, exit 4, and what to set.
