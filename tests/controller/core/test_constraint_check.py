@@ -4,6 +4,8 @@ counted as the assignor would place it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from controller.core.constraint_check import UNKNOWN_MEMBER_HINT, left_unread, unknown_names
 from controller.wire.records import ConstraintPatch, ConstraintSet, Pin
 
@@ -12,7 +14,7 @@ MEMBERS = {"w1", "w2"}
 
 
 def _check(
-    patch: dict[str, object], overrides: ConstraintSet | None = None, **kw: bool
+    patch: Mapping[str, object], overrides: ConstraintSet | None = None, **kw: bool
 ) -> list[str]:
     return unknown_names(
         ConstraintPatch.model_validate(patch),
