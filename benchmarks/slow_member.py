@@ -43,6 +43,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from load_soak import with_brokers
 from promscrape import scrape
 
+from controller import logs
 from controller.client.consumer import ManagedConsumer
 from controller.tasks import cancel_and_wait
 from controller.tools import apache_kafka, embedded
@@ -230,6 +231,7 @@ def arguments() -> argparse.ArgumentParser:
 
 
 def main() -> None:
+    logs.configure("warning", "json")  # the members' logs to stderr: stdout is the result
     print(json.dumps(asyncio.run(run(arguments().parse_args())), indent=1))
 
 
