@@ -59,6 +59,21 @@ def test_promtool_checks_and_unit_tests_the_alert_rules() -> None:
         assert "SUCCESS" in result.stdout
 
 
+def _moved(ctl: Controller, group: str) -> dict[str, float]:
+    """``ballast_partitions_moved_total`` of ``group`` by reason."""
+    return {
+        s.labels["reason"]: s.value
+        for family in ctl.metrics.registry.collect()
+        if family.name == "ballast_partitions_moved"
+        for s in family.samples
+        if s.name.endswith("_total") and s.labels.get("group") == group
+    }
+
+
+def _grew(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
+
+
 async def test_every_panel_and_alert_metric_has_data_from_a_running_ballast(
     kafka: embedded.BrokerProcess,
     mqtt: embedded.BrokerProcess,
@@ -92,18 +107,38 @@ async def test_every_panel_and_alert_metric_has_data_from_a_running_ballast(
             lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [6, 6]
         )
         await asyncio.sleep(2)
+        # The value of each event metric after each scripted event, not only its presence.
+        before = _moved(ctl, group)
         await fleet.join("c", [topic])  # handoffs: a and b revoke, c is granted
         await fleet.wait_for(
             lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [4, 4, 4]
         )
         await asyncio.sleep(2)
+        assert _grew(before, _moved(ctl, group)) == {"join": 4}
+        before = _moved(ctl, group)
         await fleet.leave("a")
+        await fleet.wait_for(
+            lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [6, 6]
+        )
         await asyncio.sleep(2)
+        assert _grew(before, _moved(ctl, group)) == {"leave": 4}
+        before = _moved(ctl, group)
         await fleet.crash("b")
         await fleet.wait_for(lambda: len(fleet.members["c"].partitions) == 12, timeout=30)
+        assert _grew(before, _moved(ctl, group)) == {"crash": 6}
+        sample = ctl.metrics.registry.get_sample_value
+        assert sample("ballast_rebalances_total", {"group": group, "reason": "crash"}) == 1
+        assert sample("ballast_group_members", {"group": group}) == 1
+        assert sample("ballast_group_partitions", {"group": group, "state": "assigned"}) == 12
+        assert sample("ballast_group_partitions", {"group": group, "state": "unassigned"}) == 0
+        invalid = sample("ballast_invalid_records_total", {"source": "presence"}) or 0.0
         async with aiomqtt.Client("127.0.0.1", mqtt.port) as client:
             await client.publish(f"ballast/{group}/members/zz", b"not json", qos=1)
         await asyncio.sleep(4)  # a few scrapes after the last event
+        assert sample("ballast_invalid_records_total", {"source": "presence"}) == invalid + 1
+        assert sample("ballast_connection_up", {"connection": "kafka"}) == 1
+        assert sample("ballast_connection_up", {"connection": "mqtt"}) == 1
+        assert sample("ballast_ready", {}) == 1
         missing = []
         # The pipeline row reads the Spark job's metrics: tests/pipeline/test_pipeline_e2e.py.
         for title, expr in panel_queries(skip={PIPELINE_ROW}):
