@@ -138,7 +138,6 @@ class Controller:
             "run (`ballast dev up` starts local ones)",
         )
         self.health.link("kafka", True)
-        self._spawn(lambda: probe_kafka(cfg, self.health), "kafka-probe")
         await self._publisher.start()
         sink = Sink(self._seen, self._gone, frozenset(g.name for g in cfg.groups))
         if cfg.membership.source == "mqtt":
@@ -169,6 +168,10 @@ class Controller:
                 max(cfg.startup.timeout - (time.monotonic() - began), 1.0),
                 "check mqtt.host, mqtt.port, mqtt.tls and that the broker runs",
             )
+        # Last: spawned before the election's join, it delayed the join enough that the
+        # first replica of three took every shard alone and the group took over a
+        # minute to spread them (test_three_replicas_share_groups_...).
+        self._spawn(lambda: probe_kafka(cfg, self.health), "kafka-probe")
         self._started = True
         self._show_ready()
         log.info("ready", groups=sorted(self.groups), replica=self.replica, ha=cfg.ha.enabled)
