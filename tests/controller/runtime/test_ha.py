@@ -115,8 +115,8 @@ async def test_three_replicas_share_groups_and_survive_kill_and_pause(
         # last one joins: settled means one leader per group *and* all three leading. A
         # replica that joined seconds before the others acquires all 12 shards inside the
         # rebalance callback (1-2 s each here) and is late to the next generation: that
-        # takes two or three rounds, over a minute on a loaded 2-core machine (not a
-        # correctness limit: no group is led twice meanwhile, which the test checks below).
+        # takes two or three rounds, over a minute on a loaded 2-core machine. A time to
+        # converge, not to be correct: epochs fence a deposed leader's writes meanwhile.
         await _until(
             lambda: all(spread().get(r, 0) > 0 for r in ports),
             150,
