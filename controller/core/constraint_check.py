@@ -42,18 +42,16 @@ def unknown_names(
     for topic, partition in patch.unpin:
         if (topic, partition) not in pinned:
             problems.append(f"unpin {topic}:{partition}: no pin of the admin API to remove")
-    for name, cap in patch.max_partitions.items():
-        if cap is None:
-            if name not in overrides.max_partitions:
-                problems.append(f"max_partitions {name}: no cap of the admin API to remove")
-        else:
-            member(f"max_partitions {name}={cap}", name)
-    for name, rack in patch.racks.items():
-        if rack is None:
-            if name not in overrides.racks:
-                problems.append(f"racks {name}: no rack of the admin API to remove")
-        else:
-            member(f"racks {name}={rack}", name)
+    per_member: tuple[tuple[str, str, Mapping[str, object], Mapping[str, object]], ...] = (
+        ("max_partitions", "cap", patch.max_partitions, overrides.max_partitions),
+        ("racks", "rack", patch.racks, overrides.racks),
+    )
+    for key, noun, changes, existing in per_member:
+        for name, value in changes.items():
+            if value is not None:
+                member(f"{key} {name}={value}", name)
+            elif name not in existing:
+                problems.append(f"{key} {name}: no {noun} of the admin API to remove")
     return problems
 
 
