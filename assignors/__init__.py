@@ -6,7 +6,7 @@ assign(strategy, partitions_per_topic, subscriptions, *, current=None, lag=None,
        pins=None, max_partitions=None)
 """
 
-from .engine import IncrementalAssignor
+from .engine import IncrementalAssignor, UnassignedPartitionsWarning
 from .events import (
     Change,
     ConstraintsChanged,
@@ -42,5 +42,6 @@ __all__ = [
     "PartitionsChanged",
     "SubscriptionChanged",
     "TopicPartition",
+    "UnassignedPartitionsWarning",
     "assign",
 ]

@@ -58,6 +58,17 @@ def build_capacities(
     return {m: out.get(m, 1.0) for m in spec.members}
 
 
+def common_capacity(spec: GroupSpec, member_capacities: MemberCapacities | None) -> float:
+    """The capacity every member shares when ``build_capacities`` found them all equal:
+    a stateless call may ignore it (the rule is KIP-54's), an engine must remember it,
+    for the member that joins later with another."""
+    given = member_capacities or {}
+    if not spec.members or len(given) < len(spec.members):
+        return 1.0
+    value = given[spec.members[0]]
+    return 1.0 if value is None else float(value)
+
+
 def give(count: int, capacity: float) -> float:
     """How much a member gains by handing one partition away (higher gives first)."""
     return 2 * count - 1 if capacity == 1 else (2 * count - 1) / capacity

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from .spec import GroupSpec, as_partition
+from .spec import GroupSpec, as_partition, check_mapping
 from .types import MAX_PARTITION, TopicPartition
 
 Pins = Mapping[TopicPartition, str]
@@ -48,6 +48,8 @@ def check_constraints(pins: Pins | None, max_partitions: MaxPartitions | None) -
     """Types and shapes, and that no member has more pins than its cap. Members and
     partitions need not exist yet: a controller keeps constraints for members that are
     away and partitions still to be created."""
+    check_mapping(pins, "pins")
+    check_mapping(max_partitions, "max_partitions")
     out_pins: dict[TopicPartition, str] = {}
     for key, member in (pins or {}).items():
         tp = as_partition(key)

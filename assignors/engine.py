@@ -34,6 +34,7 @@ import bisect
 import gc
 import heapq
 import math
+import warnings
 from collections import _count_elements, defaultdict  # type: ignore[attr-defined]
 from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
@@ -48,7 +49,7 @@ from sortedcontainers import SortedList
 from .capacity import (
     MemberCapacities,
     build_capacities,
-    check_capacity,
+    common_capacity,
     deal_by_capacity,
     quotas,
 )
@@ -62,18 +63,22 @@ from .constraints import (
     check_constraints,
     violations,
 )
+from .event_checks import (
+    Constrain,
+    Join,
+    Leave,
+    Readings,
+    Repartition,
+    Rerack,
+    Resubscribe,
+    check_events,
+    checked_racks,
+)
 from .events import (
     Change,
-    ConstraintsChanged,
     Delta,
     Event,
     LagTrigger,
-    LagUpdated,
-    MemberJoined,
-    MemberLeft,
-    PartitionRacksChanged,
-    PartitionsChanged,
-    SubscriptionChanged,
 )
 from .ids import (
     LAG_SHIFT,
@@ -105,7 +110,7 @@ from .policy import DEFAULT_POLICY, LagPolicy
 from .rack_deal import deal_by_rack
 from .rack_index import RackIndex
 from .racks import MemberRacks, PartitionRacks, Racks, build_racks, check_rack
-from .spec import GroupSpec, as_partition, build_spec, check_lag
+from .spec import GroupSpec, build_spec, check_lag, check_mappings
 from .types import (
     Assignment,
     CurrentAssignment,
@@ -129,6 +134,11 @@ _BULK_SPREAD = 8
 _REINDEX_SHARE = 8
 #: A member's pinned partitions when it holds none (shared; replaced on its first pin).
 _NO_PINS: frozenset[int] = frozenset()
+
+
+class UnassignedPartitionsWarning(UserWarning):
+    """``assign`` left partitions out because the caps leave no subscriber room: the
+    result is what the operator asked for, and the caller is told."""
 
 
 @dataclass(slots=True, eq=False)
@@ -391,6 +401,14 @@ class IncrementalAssignor:
             elif start.final:  # nothing to even out, and no swap can improve the rack deal
                 return start.dealt_by_rack()
             eng, change = start.engine(policy)
+            if eng._stranded:
+                left = eng.unassigned()
+                warnings.warn(
+                    f"{len(left)} partitions left unassigned: every subscriber is at its "
+                    f"max_partitions cap (first: {', '.join(f'{t}-{p}' for t, p in left[:5])})",
+                    UnassignedPartitionsWarning,
+                    stacklevel=3,
+                )
             if start.fresh:
                 return eng.assignment()
             # Members the settling did not change keep their claim: hand back the
@@ -519,25 +537,25 @@ class IncrementalAssignor:
             return self._apply(events)
 
     def _apply(self, events: Iterable[Event]) -> Change:
+        # Every event is checked before any changes state: a batch that raises leaves
+        # the engine exactly as it was (``event_checks.py``).
         lag_only = True
-        for event in events:
-            if isinstance(event, MemberJoined):
-                self._join(event.member, frozenset(event.topics), event.rack, event.capacity)
-            elif isinstance(event, MemberLeft):
+        for event in check_events(events):
+            if isinstance(event, Join):
+                self._join(event.member, event.topics, event.rack, event.capacity)
+            elif isinstance(event, Leave):
                 self._leave(event.member)
-            elif isinstance(event, SubscriptionChanged):
-                self._resubscribe(event.member, frozenset(event.topics))
-            elif isinstance(event, PartitionsChanged):
+            elif isinstance(event, Resubscribe):
+                self._resubscribe(event.member, event.topics)
+            elif isinstance(event, Repartition):
                 self._repartition(event.topic, event.count)
-            elif isinstance(event, PartitionRacksChanged):
+            elif isinstance(event, Rerack):
                 self._rerack(event.racks)
-            elif isinstance(event, ConstraintsChanged):
-                self._constrain(check_constraints(event.pins, event.max_partitions))
-            elif isinstance(event, LagUpdated):
-                self._update_lag(event.lag)
+            elif isinstance(event, Constrain):
+                self._constrain(event.constraints)
+            else:
+                self._update_lag(event)
                 continue
-            else:  # pragma: no cover - the union above is exhaustive
-                raise TypeError(f"unknown event {event!r}")
             lag_only = False
         work = sorted(self._touched)
         return self._settle(
@@ -592,10 +610,12 @@ class IncrementalAssignor:
         ignored; bad racks raise as in the events."""
         for name, rack in member_racks.items():
             if rack is not None:
-                check_rack(rack, f"adopt_racks({name!r})")
+                check_rack(rack, f"adopt_racks: member_racks[{name!r}]")
+        replicas = checked_racks(partition_racks, "adopt_racks: partition_racks")
+        for name, rack in member_racks.items():
             if name in self._members:
                 self._racks.set_member(name, rack)
-        self._rerack(partition_racks)
+        self._rerack(replicas)
         self._rack_work.clear()
         racks, owner = self._racks, self._owner
         self._cross_rack = {pid for pid, holder in owner.items() if racks.misplaced(holder, pid)}
@@ -639,16 +659,8 @@ class IncrementalAssignor:
     # ------------------------------------------------------------------ event handlers
 
     def _join(
-        self,
-        name: str,
-        topics: frozenset[str],
-        rack: str | None = None,
-        capacity: float | None = None,
+        self, name: str, topics: frozenset[str], rack: str | None = None, weight: float = 1.0
     ) -> None:
-        where = f"MemberJoined({name!r})"
-        if rack is not None:
-            check_rack(rack, where)
-        weight = 1.0 if capacity is None else check_capacity(capacity, where)
         if name in self._members:
             self._resubscribe(name, topics)
             m = self._members[name]
@@ -703,9 +715,8 @@ class IncrementalAssignor:
         self._removed.add(name)
         self._touched.discard(name)
 
-    def _set_capacity(self, m: _Member, capacity: float | None) -> bool:
+    def _set_capacity(self, m: _Member, weight: float) -> bool:
         """Re-weigh a member in place; True when its capacity changed."""
-        weight = 1.0 if capacity is None else check_capacity(capacity, f"capacity of {m.name!r}")
         if weight == m.capacity:
             return False
         self._detach(m)
@@ -741,10 +752,6 @@ class IncrementalAssignor:
         self._touched.add(name)
 
     def _repartition(self, topic: str, count: int) -> None:
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ValueError(
-                f"PartitionsChanged({topic!r}): count must be an int >= 0, got {count!r}"
-            )
         t = self._ids.add(topic)
         old = self._ppt.get(topic, 0)
         self._ppt[topic] = count
@@ -761,10 +768,12 @@ class IncrementalAssignor:
             self._orphans.update(self._ids.span(topic, count, old))
         self._pin_work.update(pid for pid in self._pins if pid >> PART_BITS == t)
 
-    def _update_lag(self, lag: Mapping[TopicPartition, int]) -> None:
+    def _update_lag(self, readings: Readings) -> None:
         """Re-weigh the changed readings. Costs O(readings) plus, per member touched, its
         index entries; when many members are touched the indexes are rebuilt once."""
-        pids, values, at, ahead = self._ids.existing(self._ppt, *self._ids.lag(lag, register=True))
+        pids, values, at, ahead = self._ids.existing(
+            self._ppt, *self._ids.checked_lag(readings.lag, readings.columns)
+        )
         self._ahead.update(ahead)
         if not self.lag_aware:
             self._plag.swap(pids, values)
@@ -822,19 +831,12 @@ class IncrementalAssignor:
                 delta[name] = delta.get(name, 0) + d
         return delta
 
-    def _rerack(self, racks: PartitionRacks) -> None:
-        for key, named in racks.items():
-            tp = as_partition(key)
-            if tp is None:
-                raise TypeError(f"PartitionRacksChanged: {key!r} is not a (topic, partition) pair")
-            if isinstance(named, str):
-                raise TypeError(f"PartitionRacksChanged[{key!r}]: expected a collection of racks")
+    def _rerack(self, racks: Mapping[TopicPartition, frozenset[str]]) -> None:
+        for tp, named in racks.items():
             self._ids.add(tp.topic)
             pid = self._ids.pid(tp)
-            if pid is None:
-                raise ValueError(f"PartitionRacksChanged: {key!r} is not a Kafka partition")
-            where = f"PartitionRacksChanged[{key!r}]"
-            self._racks.set_partition(pid, frozenset(check_rack(r, where) for r in named))
+            assert pid is not None, "event_checks admits Kafka partitions only"
+            self._racks.set_partition(pid, named)
             self._rack_work.add(pid)
 
     def _constrain(self, constraints: Constraints) -> None:
@@ -1857,6 +1859,8 @@ class _Start:
     racks: Racks | None = None
     #: Every member's capacity, when they are not all equal.
     capacities: dict[str, float] | None = None
+    #: Without ``capacities``, the capacity every member declared (not always 1).
+    common_capacity: float = 1.0
     constraints: Constraints = NONE
     #: Readings of partitions that do not exist yet (``TopicIds.existing``).
     ahead: dict[int, int] = field(default_factory=dict)
@@ -1876,12 +1880,21 @@ class _Start:
         *,
         strict: bool = False,
     ) -> _Start:
+        check_mappings(
+            partitions_per_topic=partitions_per_topic,
+            subscriptions=subscriptions,
+            current=current,
+            lag=lag,
+            member_racks=member_racks,
+            partition_racks=partition_racks,
+            member_capacities=member_capacities,
+        )
         spec = build_spec(partitions_per_topic, subscriptions)
         if strict:
             check_against(spec, constraints)
         racks = None
         if member_racks is not None or partition_racks is not None:
-            racks = build_racks(spec, member_racks, partition_racks)
+            racks = build_racks(spec, member_racks, partition_racks, keep_replicas=not strict)
         ids = TopicIds.for_spec(spec)
         readings: tuple[list[int], list[int]] = ([], [])
         ahead: dict[int, int] = {}
@@ -1894,6 +1907,7 @@ class _Start:
             check_lag(lag)
         claims = ids.claims(spec, current)
         capacities = build_capacities(spec, member_capacities)
+        common = 1.0 if capacities else common_capacity(spec, member_capacities)
         return cls(
             spec,
             ids,
@@ -1903,6 +1917,7 @@ class _Start:
             spec.is_uniform(),
             racks,
             capacities,
+            common,
             constraints,
             ahead,
         )
@@ -1915,6 +1930,14 @@ class _Start:
     def racked(self) -> bool:
         """Racks can change the result (Kafka's rule): the engine must place."""
         return self.racks is not None and self.racks.useful()
+
+    @property
+    def loaded_capacities(self) -> dict[str, float] | None:
+        """What the engine holds: equal capacities other than 1 change no placement, but
+        the engine keeps them for the members that join later."""
+        if self.capacities is None and self.common_capacity != 1:
+            return dict.fromkeys(self.spec.members, self.common_capacity)
+        return self.capacities
 
     @property
     def weighted(self) -> bool:
@@ -2123,6 +2146,8 @@ class _Start:
         snapshot of a hundred thousand partitions is not checked one by one."""
         racks = self.racks
         assert racks is not None
+        if not racks.member:
+            return []
         pids = np.fromiter(owner, np.int64, len(owner))
         layout, layouts = self.layouts(pids)
         names = {rack: i for i, rack in enumerate(sorted(set(racks.member.values())))}
@@ -2148,13 +2173,13 @@ class _Start:
             dealt, misplaced = self.rack_dealt()
             every = self.every()
             initial = {m: every[places].tolist() for m, places in dealt.items()}
-            eng._bulk_load(spec.members, spec.topics_of, initial)
+            eng._bulk_load(spec.members, spec.topics_of, initial, capacities=self.loaded_capacities)
             eng._adopt_racks(self.racks, every[misplaced].tolist(), align=False)
             balanced = True
         else:
             placed, weighed, balanced = self.initial()
             eng._bulk_load(
-                spec.members, spec.topics_of, placed, weighed, capacities=self.capacities
+                spec.members, spec.topics_of, placed, weighed, capacities=self.loaded_capacities
             )
             if self.racks is not None:
                 eng._adopt_racks(self.racks, self.misplaced(eng._owner), align=True)

@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .partition_lists import new_partitions, new_range
-from .spec import GroupSpec, as_partition, check_lag, lag_columns
+from .spec import GroupSpec, as_partition, check_lag, check_mapping, check_member, lag_columns
 from .types import MAX_PARTITION, CurrentAssignment, LagMap, TopicPartition
 
 PART_BITS = 32
@@ -206,7 +206,17 @@ class TopicIds:
         columns = lag_columns(lag)
         if columns is None:
             check_lag(lag)  # entry by entry: names a bad one, or admits plain pairs
-        else:
+        return self.checked_lag(lag, columns, register=register)
+
+    def checked_lag(
+        self,
+        lag: LagMap,
+        columns: tuple[list[int], list[Any]] | None,
+        *,
+        register: bool = True,
+    ) -> tuple[list[int], list[int]]:
+        """``lag`` for a map already checked, with its ``lag_columns`` when it had them."""
+        if columns is not None:
             parts, values = columns
             try:
                 bases = list(map(self.base.__getitem__, map(_first, lag)))
@@ -256,9 +266,10 @@ class TopicIds:
         Python step per claim; otherwise member by member, item by item, with the same
         rules.
         """
+        check_mapping(current, "current")
         if not current:
             return Claims.none()
-        named = sorted(k for k in current if isinstance(k, str))
+        named = sorted(check_member(k, "current") for k in current)
         members = [m for m in named if m in spec.topics_of]
         lists: list[object] = [current[m] for m in members]
         read = self._well_formed(lists, spec.partitions_per_topic)
@@ -331,7 +342,7 @@ class TopicIds:
         valid entries, the rest dropped."""
         ppt = spec.partitions_per_topic
         read = [
-            list(self._item_by_item(items, spec.topics_of[m], ppt))
+            list(self._item_by_item(m, items, spec.topics_of[m], ppt))
             for m, items in zip(members, lists, strict=True)
         ]
         lens = np.fromiter(map(len, read), np.intp, len(read))
@@ -396,13 +407,18 @@ class TopicIds:
         return np.fromiter(map(ppt.get, self.names, repeat(0)), np.int64, len(self.names))
 
     def _item_by_item(
-        self, items: object, topics: frozenset[str], ppt: Mapping[str, int]
+        self, member: str, items: object, topics: frozenset[str], ppt: Mapping[str, int]
     ) -> Iterable[int]:
+        """The member's claims that can be kept. A claim on a partition that no longer
+        exists or a topic no longer subscribed is stale and dropped; one that is not a
+        ``(topic, partition)`` pair is a caller bug and named."""
         if isinstance(items, (str, bytes)) or not isinstance(items, Collection):
-            return
+            raise TypeError(f"current[{member!r}]: expected a collection of partitions")
         for raw in items:
             tp = as_partition(raw)
-            if tp is not None and tp.topic in topics and 0 <= tp.partition < ppt.get(tp.topic, 0):
+            if tp is None:
+                raise TypeError(f"current[{member!r}]: {raw!r} is not a (topic, partition) pair")
+            if tp.topic in topics and 0 <= tp.partition < ppt.get(tp.topic, 0):
                 yield self.base[tp.topic] + tp.partition
 
 

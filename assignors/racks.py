@@ -37,6 +37,8 @@ class Racks:
     member: Mapping[str, str]
     #: Replica racks of each existing partition of a subscribed topic; absent means none known.
     partition: Mapping[TopicPartition, frozenset[str]]
+    #: Some subscribed partition is absent from ``partition``: one layout is "none known".
+    partial: bool = False
 
     def replicas(self, tp: TopicPartition) -> frozenset[str]:
         return self.partition.get(tp, _NO_RACKS)
@@ -48,9 +50,10 @@ class Racks:
 
     def useful(self) -> bool:
         """Kafka's rule over the whole group (the sticky assignors' ``RackInfo``)."""
-        return use_rack_aware(
-            set(self.member.values()), set().union(*self.partition.values()), self.partition
-        )
+        every = set().union(*self.partition.values())
+        if self.partial and every and set(self.member.values()) & every:
+            return True  # an absent partition is one with no racks known, as ``[]`` is
+        return use_rack_aware(set(self.member.values()), every, self.partition)
 
 
 def use_rack_aware(
@@ -89,9 +92,12 @@ def build_racks(
     spec: GroupSpec,
     member_racks: MemberRacks | None,
     partition_racks: PartitionRacks | None,
+    *,
+    keep_replicas: bool = False,
 ) -> Racks | None:
     """Validate both maps against the group; ``None`` when no member declares a rack, so
-    callers keep their rack-blind path (Kafka ignores replica racks then too).
+    callers keep their rack-blind path (Kafka ignores replica racks then too), unless
+    ``keep_replicas`` (an engine: its members may declare racks later).
 
     A rack of ``None`` means "no rack" (an unset ``client.rack``). A member that is not in
     the group is a caller bug and is named; replica racks of partitions that do not exist
@@ -109,10 +115,16 @@ def build_racks(
         if type(rack) is not str or rack not in checked:
             checked.add(check_rack(rack, f"member_racks[{member!r}]"))
         members[member] = rack
-    if not members:
-        _partition_racks(spec, partition_racks)  # still validated: a bad entry is a bug
+    replicas = _partition_racks(spec, partition_racks)  # validated: a bad entry is a bug
+    if not members and not (keep_replicas and replicas):
         return None
-    return Racks(members, _partition_racks(spec, partition_racks))
+    ppt = spec.partitions_per_topic
+    total = sum(ppt[t] for t in spec.topics)
+    named = len(replicas)
+    if named >= total and total < sum(ppt.values()):  # some keys may be of other topics
+        subscribed = set(spec.topics)
+        named = sum(map(subscribed.__contains__, map(_topic, replicas)))
+    return Racks(members, replicas, partial=named < total)
 
 
 def _partition_racks(

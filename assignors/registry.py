@@ -12,7 +12,7 @@ from .lagbased import lag_assign
 from .placement import greedy_place
 from .rack_range import rack_range_assign
 from .racks import MemberRacks, PartitionRacks, build_racks
-from .spec import GroupSpec, build_spec, check_lag, normalize_lag
+from .spec import GroupSpec, build_spec, check_lag, check_mappings, normalize_lag
 from .types import (
     Assignment,
     CurrentAssignment,
@@ -62,12 +62,24 @@ def assign(
     ``pins`` (``{partition: member}``) and ``max_partitions`` (``{member: cap}``) are the
     operator's hard constraints (``constraints.py``), honoured by ``sticky`` and
     ``lagsticky``; the other strategies are fixed rules and refuse them. Partitions no
-    subscriber has room for under the caps are left out of the result.
+    subscriber has room for under the caps are left out of the result, with an
+    ``UnassignedPartitionsWarning`` that says how many.
     """
     if strategy not in STRATEGIES:
         raise ValueError(
             f"unknown strategy {strategy!r}; valid strategies: {', '.join(STRATEGIES)}"
         )
+    check_mappings(
+        partitions_per_topic=partitions_per_topic,
+        subscriptions=subscriptions,
+        current=current,
+        lag=lag,
+        member_racks=member_racks,
+        partition_racks=partition_racks,
+        member_capacities=member_capacities,
+        pins=pins,
+        max_partitions=max_partitions,
+    )
     if strategy == "lag" or strategy in _COUNT_ONLY:
         if check_constraints(pins, max_partitions):
             raise ValueError(

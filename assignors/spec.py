@@ -6,8 +6,9 @@ iteration orders are fixed here (members and topics sorted by name).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from operator import itemgetter
 from typing import Any
 
@@ -74,13 +75,15 @@ def build_spec(partitions_per_topic: PartitionsPerTopic, subscriptions: Subscrip
     names = list(subscriptions)
     chosen = list(subscriptions.values())
     if not all(issubclass(t, str) for t in set(map(type, names))) or any(
-        issubclass(t, str) for t in set(map(type, chosen))
+        issubclass(t, str) or not issubclass(t, Iterable) for t in set(map(type, chosen))
     ):
         _reject_subscriptions(subscriptions)
     # Members usually share subscriptions: build each distinct topic set once (a tuple is
     # far cheaper to hash than a frozenset is to build).
     keys = list(map(tuple, chosen))
     distinct = {key: frozenset(key) for key in set(keys)}
+    if not all(issubclass(t, str) for t in set(map(type, chain.from_iterable(distinct)))):
+        _reject_subscriptions(subscriptions)
     if len(distinct) == 1:  # identical subscriptions: no second hash of every key
         topics_of = dict.fromkeys(names, *distinct.values())
     else:
@@ -88,22 +91,64 @@ def build_spec(partitions_per_topic: PartitionsPerTopic, subscriptions: Subscrip
     subscribed = set().union(*set(topics_of.values())) if topics_of else set()
     topics = tuple(sorted(t for t in subscribed if ppt.get(t, 0) > 0))
     return GroupSpec(
-        members=tuple(sorted(topics_of)),
+        members=tuple(kafka_sorted(topics_of)),
         topics_of=topics_of,
         partitions_per_topic=ppt,
         topics=topics,
     )
 
 
+def kafka_sorted(names: Iterable[str]) -> list[str]:
+    """Names in Java's ``String`` order, by UTF-16 code unit: Kafka's order of member
+    ids in ``range`` and ``roundrobin``. It differs from code point order only between a
+    character past U+FFFF (a surrogate pair, 0xD800...) and one in U+E000..U+FFFF."""
+    out = sorted(names)
+    if max("".join(out), default="") > "\uffff":
+        out.sort(key=_utf16)
+    return out
+
+
+def _utf16(name: str) -> bytes:
+    return name.encode("utf-16-be", "surrogatepass")
+
+
 def _reject_subscriptions(subscriptions: Subscriptions) -> None:
     """Name the first bad entry of ``subscriptions``."""
     for member, topics in subscriptions.items():
-        if not isinstance(member, str):
-            raise TypeError(f"subscriptions: member id must be str, got {member!r}")
-        if isinstance(topics, str):
-            raise TypeError(
-                f"subscriptions[{member!r}]: expected a collection of topic names, got a str"
-            )
+        check_member(member, "subscriptions")
+        check_topics(topics, f"subscriptions[{member!r}]")
+
+
+def check_member(member: object, where: str) -> str:
+    """A member id: a str (Kafka's member and instance ids are strings)."""
+    if not isinstance(member, str):
+        raise TypeError(f"{where}: member id must be a str, got {member!r}")
+    return member
+
+
+def check_topics(topics: object, where: str) -> frozenset[str]:
+    """A subscription: a collection of topic names, never one name (a str is a
+    collection of its letters, which is how ``"orders"`` once subscribed to ``o``)."""
+    if isinstance(topics, (str, bytes)) or not isinstance(topics, Iterable):
+        raise TypeError(f"{where}: expected a collection of topic names, got {topics!r}")
+    out = frozenset(topics)
+    for topic in out:
+        if not isinstance(topic, str):
+            raise TypeError(f"{where}: topic name must be a str, got {topic!r}")
+    return out
+
+
+def check_mapping(value: object, argument: str) -> None:
+    """``argument`` is a mapping (or None): a list where a mapping belongs is named here,
+    not by an ``AttributeError`` deep inside a strategy (or, for ``current``, silently
+    read as nothing to keep)."""
+    if value is not None and not isinstance(value, Mapping):
+        raise TypeError(f"{argument}: expected a mapping, got {type(value).__name__}")
+
+
+def check_mappings(**arguments: object) -> None:
+    for argument, value in arguments.items():
+        check_mapping(value, argument)
 
 
 def normalize_lag(lag: LagMap | None) -> dict[TopicPartition, int]:

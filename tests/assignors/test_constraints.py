@@ -18,6 +18,7 @@ from assignors import (
     PartitionsChanged,
     SubscriptionChanged,
     TopicPartition,
+    UnassignedPartitionsWarning,
     assign,
 )
 from assignors.capacity import give, take
@@ -99,7 +100,8 @@ def test_pins_and_a_cap_through_assign() -> None:
 def test_caps_below_the_partitions_leave_the_rest_unassigned() -> None:
     ppt = {"t": 10}
     subs = {"a": ["t"], "b": ["t"]}
-    out = assign("lagsticky", ppt, subs, max_partitions={"a": 2, "b": 3})
+    with pytest.warns(UnassignedPartitionsWarning, match="5 partitions left unassigned"):
+        out = assign("lagsticky", ppt, subs, max_partitions={"a": 2, "b": 3})
     assert sorted(map(len, out.values())) == [2, 3]
     q = evaluate(out, ppt, subs, max_partitions={"a": 2, "b": 3})
     assert (q.violations, q.unassigned) == (0, 5)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pytest
 
 from assignors import STRATEGIES, TopicPartition, assign
@@ -211,9 +214,14 @@ def test_current_with_departed_members_vanished_partitions_and_conflicts(strateg
     current = {
         "gone": [("t", 0)],
         "a": [("t", 1), ("t", 99), ("x", 0), ("t", 2)],
-        "b": [("t", 1), ("t", 3), "garbage", ("t", "p")],
+        "b": [("t", 1), ("t", 3)],
     }
-    result = assign(strategy, {"t": 4}, {"a": ["t"], "b": ["t"]}, current=current)  # type: ignore[arg-type]
+    result = assign(strategy, {"t": 4}, {"a": ["t"], "b": ["t"]}, current=current)
     assert sorted(p for v in result.values() for p in v) == parts("t-0", "t-1", "t-2", "t-3")
     assert is_balanced(result, {"a": ["t"], "b": ["t"]})
     assert [len(v) for v in result.values()] == [2, 2]
+    # Stale claims are dropped; a claim that is no (topic, partition) pair is a bug, named.
+    for bad in ("garbage", ("t", "p"), ("t", np.int64(1))):
+        spoiled: Any = {**current, "b": [("t", 3), bad]}
+        with pytest.raises(TypeError, match=r"current\['b'\]"):
+            assign(strategy, {"t": 4}, {"a": ["t"], "b": ["t"]}, current=spoiled)
