@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, compress, repeat
-from operator import add, itemgetter
+from operator import add, itemgetter, lshift, or_
 from typing import Any
 
 import numpy as np
@@ -31,9 +31,23 @@ PART_MASK = (1 << PART_BITS) - 1
 LAG_SHIFT = 64
 PID_MASK = (1 << LAG_SHIFT) - 1
 
-#: ``pid -> topic id`` and ``entry -> pid`` as C-level callables, for ``map``.
+#: The encoding's parts as C-level callables (also for ``map``): a pid's topic id and
+#: partition number, an entry's pid and weight (its lag).
 topic_of = PART_BITS.__rrshift__
+part_of = PART_MASK.__and__
 pid_of = PID_MASK.__and__
+weight_of = LAG_SHIFT.__rrshift__
+
+
+def as_entry(weight: int, pid: int) -> int:
+    """A member's ``by_lag`` entry: ordered by weight, then pid."""
+    return weight << LAG_SHIFT | pid
+
+
+def as_entries(weights: Iterable[int], pids: Iterable[int]) -> list[int]:
+    """``as_entry`` of each pair, in C-level passes."""
+    return list(map(or_, map(lshift, weights, repeat(LAG_SHIFT)), pids))
+
 
 _new_tuple = tuple.__new__
 

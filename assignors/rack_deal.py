@@ -29,14 +29,19 @@ Ranks = NDArray[np.int64]
 
 
 def layout_flow(
-    supply: Sequence[int], reach: Sequence[Sequence[int]], slots: Sequence[int]
-) -> list[dict[int, int]]:
+    supply: Sequence[int],
+    reach: Sequence[Sequence[int]],
+    slots: Sequence[int],
+    extra: Sequence[int] = (),
+    extras: int = 0,
+) -> tuple[list[dict[int, int]], list[int]]:
     """A maximum flow from layouts (``supply[i]`` partitions, allowed on the racks
-    ``reach[i]``) to racks (``slots[j]`` places each): per layout, how many partitions
-    each rack takes. Edmonds-Karp: shortest augmenting paths, whose number does not
-    depend on the capacities."""
+    ``reach[i]``) to racks (``slots[j]`` places each, and up to ``extra[j]`` more, of
+    ``extras`` more in all): per layout, how many partitions each rack takes, and how
+    many of its extra places each rack used. Edmonds-Karp: shortest augmenting paths,
+    whose number does not depend on the capacities."""
     n_layouts, n_racks = len(supply), len(slots)
-    source, sink = n_layouts + n_racks, n_layouts + n_racks + 1
+    spare, source, sink = n_layouts + n_racks, n_layouts + n_racks + 1, n_layouts + n_racks + 2
     residual: list[dict[int, int]] = [{} for _ in range(sink + 1)]
 
     def edge(a: int, b: int, capacity: int) -> None:
@@ -51,6 +56,11 @@ def layout_flow(
     for j, n in enumerate(slots):
         if n:
             edge(n_layouts + j, sink, n)
+    if extras:
+        for j, n in enumerate(extra):
+            if n:
+                edge(n_layouts + j, spare, n)
+        edge(spare, sink, extras)
     while True:
         parent = {source: source}
         queue = deque([source])
@@ -70,11 +80,13 @@ def layout_flow(
         for a, b in path:
             residual[a][b] -= pushed
             residual[b][a] += pushed
-    # The flow on layout -> rack edges is what the reverse edges hold.
-    return [
+    # The flow on an edge is what its reverse edge holds.
+    flows = [
         {j: residual[n_layouts + j][i] for j in reach[i] if residual[n_layouts + j].get(i)}
         for i in range(n_layouts)
     ]
+    used = [residual[spare].get(n_layouts + j, 0) for j in range(n_racks)]
+    return flows, used
 
 
 def spread(n: int, amounts: Sequence[int]) -> NDArray[np.intp]:
@@ -95,26 +107,50 @@ def deal_by_rack(
 ) -> tuple[dict[str, Ranks], Ranks]:
     """Ranks per member (ascending), and the ranks placed off their replicas' racks.
 
-    ``layout[rank]`` indexes ``layouts`` (-1: no replica rack known). Each member gets
-    the count the round-robin deal over ``members`` gives it."""
+    ``layout[rank]`` indexes ``layouts`` (-1: no replica rack known). Every member gets
+    ``total // n`` partitions or one more (KIP-54); which members get the one more is
+    part of the flow, so that no balanced assignment holds fewer partitions off their
+    racks. A member without a rack holds nothing off its rack (Kafka's count): the flow
+    routes any layout to those members, and they take the extras first."""
     total, n = len(layout), len(members)
-    counts = [len(range(i, total, n)) for i in range(n)]
+    base, extras = divmod(total, n)
     racks = sorted({rack_of[m] for m in members if m in rack_of})
     rack_index = {r: j for j, r in enumerate(racks)}
-    # Group -1 holds the members without a rack: they take only what no rack can.
+    # Group -1 holds the members without a rack; in the flow it is the last node.
     groups: dict[int, list[int]] = {}
     for k, m in enumerate(members):
         groups.setdefault(rack_index.get(rack_of.get(m, ""), -1), []).append(k)
-    slots = [sum(counts[k] for k in groups.get(j, ())) for j in range(len(racks))]
-    reach = [sorted(rack_index[r] for r in named if r in rack_index) for named in layouts]
+    nodes = [*range(len(racks)), -1]
+    sizes = [len(groups.get(j, ())) for j in nodes]
+    anywhere = [len(racks)] if sizes[-1] else []
+    reach = [
+        [*sorted(rack_index[r] for r in named if r in rack_index), *anywhere] for named in layouts
+    ]
     by_layout = np.argsort(layout, kind="stable")
     bounds = np.searchsorted(layout[by_layout], np.arange(-1, len(layouts) + 1))
-    flow = layout_flow(np.diff(bounds)[1:].tolist(), reach, slots)
+    supply = np.diff(bounds).tolist()  # layout -1 last, where only ``anywhere`` reaches
+    supply = [*supply[1:], supply[0]]
+    flow, used = layout_flow(
+        supply,
+        [*reach, anywhere],
+        [size * base for size in sizes],
+        [min(size, extras) for size in sizes],
+        extras,
+    )
+    # Extras the flow left unused: to the members without a rack first (no count off a
+    # rack there), then rack by rack.
+    more = extras - sum(used)
+    for g in [len(racks), *range(len(racks))]:
+        take = min(more, sizes[g] - used[g])
+        used[g] += take
+        more -= take
+    slots = [size * base + e for size, e in zip(sizes, used, strict=True)]
 
-    local: dict[int, list[Ranks]] = {j: [] for j in range(len(racks))}
-    pool: list[Ranks] = [by_layout[bounds[0] : bounds[1]]]
-    for i in range(len(layouts)):
-        segment = by_layout[bounds[i + 1] : bounds[i + 2]]
+    local: list[list[Ranks]] = [[] for _ in nodes]
+    pool: list[Ranks] = []
+    for i in range(len(layouts) + 1):
+        lo, hi = (bounds[i + 1], bounds[i + 2]) if i < len(layouts) else (bounds[0], bounds[1])
+        segment = by_layout[lo:hi]
         if not len(segment):
             continue
         targets = list(flow[i])
@@ -124,20 +160,21 @@ def deal_by_rack(
         for k, j in enumerate(targets):
             local[j].append(segment[labels == k])
         pool.append(segment[labels == len(targets)])
-    left = np.sort(np.concatenate(pool))
-    holders = [j for j in range(len(racks)) if slots[j] > sum(map(len, local[j]))]
-    wanted = [slots[j] - sum(map(len, local[j])) for j in holders]
-    if -1 in groups:
-        holders.append(-1)
-        wanted.append(sum(counts[k] for k in groups[-1]))
+    left = np.sort(np.concatenate(pool)) if pool else layout[:0]
+    holders = [g for g in range(len(nodes)) if slots[g] > sum(map(len, local[g]))]
+    wanted = [slots[g] - sum(map(len, local[g])) for g in holders]
     labels = spread(len(left), wanted) if len(left) else np.empty(0, dtype=np.intp)
-    filled = {j: left[labels == h] for h, j in enumerate(holders)}
-    misplaced = [filled[j] for j in holders if j >= 0]
+    filled = {g: left[labels == h] for h, g in enumerate(holders)}
+    misplaced = [filled[g] for g in holders if nodes[g] >= 0]
 
     out: dict[str, Ranks] = {}
-    for j, group in groups.items():
-        mine = np.sort(np.concatenate([*local.get(j, []), filled.get(j, left[:0])]))
-        out.update(_deal(mine, [members[k] for k in group], [counts[k] for k in group]))
+    for g, j in enumerate(nodes):
+        group = groups.get(j)
+        if not group:
+            continue
+        mine = np.sort(np.concatenate([*local[g], filled.get(g, left[:0])]))
+        counts = [base + (i < used[g]) for i in range(len(group))]
+        out.update(_deal(mine, [members[k] for k in group], counts))
     return out, np.concatenate(misplaced) if misplaced else left[:0]
 
 

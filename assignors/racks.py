@@ -49,11 +49,25 @@ class Racks:
         return rack is not None and rack not in self.partition.get(tp, _NO_RACKS)
 
     def useful(self) -> bool:
-        """Kafka's rule over the whole group (the sticky assignors' ``RackInfo``)."""
+        """Kafka's rule over the whole group (the sticky assignors' ``RackInfo``); a
+        partition with no racks known counts whether it is absent or given as ``[]``."""
         every = set().union(*self.partition.values())
         if self.partial and every and set(self.member.values()) & every:
-            return True  # an absent partition is one with no racks known, as ``[]`` is
+            return True
         return use_rack_aware(set(self.member.values()), every, self.partition)
+
+    def can_help(self) -> bool:
+        """Some placement holds fewer partitions off their racks than another: a member
+        declares a rack, and some partition is not on every member's rack. Wider than
+        ``useful``: where Kafka gives up (every partition on the same racks, or none on
+        a member's rack), which members take the one partition more still counts."""
+        named = set(self.member.values())
+        if not named:
+            return False
+        layouts = set(self.partition.values())
+        if self.partial:
+            layouts.add(_NO_RACKS)
+        return any(not named <= layout for layout in layouts)
 
 
 def use_rack_aware(

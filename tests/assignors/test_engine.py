@@ -67,9 +67,9 @@ def holders_agree(eng: IncrementalAssignor) -> None:
     """The engine's owner array and its members' lists say what its owner map says,
     partition for partition (a lag update reads holders from the array)."""
     pids = list(eng._owner)
-    slots = eng._held.gather(np.array(pids, dtype=np.int64)).tolist()
+    slots = eng._holder_slots.gather(np.array(pids, dtype=np.int64)).tolist()
     assert [eng._slot_names[s] for s in slots] == [eng._owner[p] for p in pids]
-    assert sum(int((block >= 0).sum()) for _, block in eng._held.blocks()) == len(pids)
+    assert sum(int((block >= 0).sum()) for _, block in eng._holder_slots.blocks()) == len(pids)
     # Every member's list, kept in step move by move once listed, is what the owner map
     # says it holds.
     owned: dict[str, list[TopicPartition]] = {m: [] for m in eng._members}

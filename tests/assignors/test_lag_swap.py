@@ -12,7 +12,7 @@ import pytest
 from numpy.typing import NDArray
 
 from assignors import IncrementalAssignor, LagUpdated, MemberJoined, TopicPartition
-from assignors.engine import _SWAP_CANDIDATES, _even_share
+from assignors.engine.lag_search import SWAP_CANDIDATES, even_share
 from assignors.lag_swap import EXACT, MAX_PARTNERS, Partner, exact, nearest_swaps
 
 
@@ -53,11 +53,11 @@ def test_arrays_pick_the_loops_pair(capacities: bool) -> None:
         members = [eng._members[n] for n in sorted(eng._members)]
         kept: dict[str, NDArray[np.int64]] = {}
         for a in members:
-            a_top = eng._entries(a)[-_SWAP_CANDIDATES:]
+            a_top = eng._entries(a)[-SWAP_CANDIDATES:]
             lighter = [b for b in members if b is not a and b.load() < a.load()]
             loops = {
                 b.name: eng._best_swap(
-                    a, b, a_top, half=_even_share(a, b), beat=math.inf, floor=-math.inf
+                    a, b, a_top, half=even_share(a, b), beat=math.inf, floor=-math.inf
                 )
                 for b in lighter
             }

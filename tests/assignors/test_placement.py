@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from assignors import IncrementalAssignor, TopicPartition, assign, engine
+from assignors import IncrementalAssignor, TopicPartition, assign
+from assignors.engine import snapshot
 from assignors.ids import Claims
 from assignors.placement import greedy_place, keep_uniform, level_place, subscriber_indexes
 from assignors.quality import evaluate, is_balanced
@@ -179,7 +180,7 @@ def test_sticky_falls_back_to_the_engines_repair_when_leveling_gives_up(
     """``max_sweeps`` is a guard that never trips in practice: if it does, the engine's
     partition-by-partition repair still balances the group."""
     give_up = partial(level_place, max_sweeps=0)
-    monkeypatch.setattr(engine, "level_place", give_up)
+    monkeypatch.setattr(snapshot, "level_place", give_up)
     ppt, subs = UNEVEN
     unbalanced = {"m0": [TopicPartition("b", 0), TopicPartition("a", 2)], "m2": [], "m3": []}
     for got in (

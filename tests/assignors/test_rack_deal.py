@@ -12,7 +12,6 @@ from scipy.sparse.csgraph import maximum_flow
 
 from assignors import IncrementalAssignor, MemberJoined, MemberLeft, TopicPartition, assign
 from assignors.rack_deal import layout_flow
-from assignors.racks import use_rack_aware
 
 RACKS = ["a", "b", "c", "d"]
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -24,8 +23,11 @@ def scipy_max_flow(edges: dict[tuple[int, int], int], nodes: int) -> int:
     return int(maximum_flow(graph, 0, nodes - 1).flow_value)
 
 
+FlowProblem = tuple[list[int], list[list[int]], list[int], list[int], int]
+
+
 @st.composite
-def flow_problems(draw: st.DrawFn) -> tuple[list[int], list[list[int]], list[int]]:
+def flow_problems(draw: st.DrawFn) -> FlowProblem:
     n_racks = draw(st.integers(1, 5))
     n_layouts = draw(st.integers(1, 8))
     supply = [draw(st.integers(0, 30)) for _ in range(n_layouts)]
@@ -34,28 +36,34 @@ def flow_problems(draw: st.DrawFn) -> tuple[list[int], list[list[int]], list[int
         for _ in range(n_layouts)
     ]
     slots = [draw(st.integers(0, 40)) for _ in range(n_racks)]
-    return supply, reach, slots
+    extra = [draw(st.integers(0, 5)) for _ in range(n_racks)]
+    return supply, reach, slots, extra, draw(st.integers(0, 8))
 
 
 @SETTINGS
 @given(problem=flow_problems())
-def test_layout_flow_is_a_maximum_flow(
-    problem: tuple[list[int], list[list[int]], list[int]],
-) -> None:
-    supply, reach, slots = problem
-    flow = layout_flow(supply, reach, slots)
+def test_layout_flow_is_a_maximum_flow(problem: FlowProblem) -> None:
+    supply, reach, slots, extra, extras = problem
+    flow, used = layout_flow(supply, reach, slots, extra, extras)
     for i, taken in enumerate(flow):
         assert set(taken) <= set(reach[i])
         assert all(n > 0 for n in taken.values())
         assert sum(taken.values()) <= supply[i]
+    assert sum(used) <= extras
     for j, cap in enumerate(slots):
-        assert sum(taken.get(j, 0) for taken in flow) <= cap
-    # The same network for SciPy: source 0, layouts 1.., racks after them, sink last.
+        assert 0 <= used[j] <= (extra[j] if extras else 0)
+        assert sum(taken.get(j, 0) for taken in flow) <= cap + used[j]
+    # The same network for SciPy: source 0, layouts 1.., racks after them, the node of
+    # extra places, sink last.
     n, r = len(supply), len(slots)
+    spare, sink = 1 + n + r, 2 + n + r
     edges = {(0, 1 + i): s for i, s in enumerate(supply) if s}
     edges |= {(1 + i, 1 + n + j): supply[i] for i in range(n) for j in reach[i] if supply[i]}
-    edges |= {(1 + n + j, 1 + n + r): c for j, c in enumerate(slots) if c}
-    assert sum(sum(t.values()) for t in flow) == scipy_max_flow(edges, n + r + 2)
+    edges |= {(1 + n + j, sink): c for j, c in enumerate(slots) if c}
+    edges |= {(1 + n + j, spare): c for j, c in enumerate(extra) if c and extras}
+    if extras:
+        edges[spare, sink] = extras
+    assert sum(sum(t.values()) for t in flow) == scipy_max_flow(edges, sink + 1)
 
 
 @st.composite
@@ -77,30 +85,35 @@ def uniform_racked_groups(
 
 
 def least_cross_rack(
-    result: dict[str, list[TopicPartition]],
+    partitions: int,
     member_racks: dict[str, str | None],
     partition_racks: dict[TopicPartition, list[str]],
 ) -> int:
-    """With each rack's slots fixed by the members' counts in ``result``: partitions
-    minus the most that can sit on a rack holding a replica (SciPy, partition by partition)."""
+    """The fewest partitions off their racks of any KIP-54-balanced assignment (every
+    member ``q`` or ``q + 1``) of an identical-subscription group: SciPy's maximum flow
+    partition by partition, members by rack, a node for the ``+ 1`` places, members
+    without a rack reachable from every partition (they hold nothing off a rack)."""
+    n = len(member_racks)
+    base, extras = divmod(partitions, n)
     racks = sorted({r for r in member_racks.values() if r is not None})
-    slots = {r: 0 for r in racks}
-    for m, tps in result.items():
-        rack = member_racks[m]
-        if rack is not None:
-            slots[rack] += len(tps)
+    size = {r: sum(1 for v in member_racks.values() if v == r) for r in [*racks, None]}
     tps = sorted(partition_racks)
-    rack_node = {r: 1 + len(tps) + j for j, r in enumerate(racks)}
-    sink = 1 + len(tps) + len(racks)
+    node = {r: 1 + len(tps) + j for j, r in enumerate([*racks, None])}
+    spare, sink = 2 + len(tps) + len(racks), 3 + len(tps) + len(racks)
     edges = {(0, 1 + i): 1 for i in range(len(tps))}
-    edges |= {
-        (1 + i, rack_node[r]): 1
-        for i, tp in enumerate(tps)
-        for r in partition_racks[tp]
-        if r in rack_node
-    }
-    edges |= {(rack_node[r], sink): slots[r] for r in racks if slots[r]}
-    return sum(slots.values()) - scipy_max_flow(edges, sink + 1)
+    for i, tp in enumerate(tps):
+        for r in {*partition_racks[tp], None}:
+            if r in node and size[r]:
+                edges[1 + i, node[r]] = 1
+    for r, k in size.items():
+        if k:
+            edges[node[r], sink] = k * base
+            if extras:
+                edges[node[r], spare] = min(k, extras)
+    if extras:
+        edges[spare, sink] = extras
+    edges = {e: c for e, c in edges.items() if c}
+    return len(tps) - scipy_max_flow(edges, sink + 1)
 
 
 def cross_rack_of(
@@ -123,19 +136,20 @@ def test_a_fresh_racked_deal_is_as_local_as_its_counts_allow(
         dict[str, int], dict[str, list[str]], dict[str, str | None], dict[TopicPartition, list[str]]
     ],
 ) -> None:
-    """Same counts as the rack-blind deal, and exactly the least cross-rack count any
-    assignment with those counts can have; the engine built the same way agrees."""
+    """KIP-54-balanced, and exactly the least cross-rack count any balanced assignment
+    can have (which members take one more is part of the choice); the engine built the
+    same way agrees."""
     ppt, subs, member_racks, partition_racks = group
     result = assign("sticky", ppt, subs, member_racks=member_racks, partition_racks=partition_racks)
     blind = assign("sticky", ppt, subs)
-    assert {m: len(v) for m, v in result.items()} == {m: len(v) for m, v in blind.items()}
+    held = [len(v) for v in result.values()]
+    assert max(held) - min(held) <= 1
     assert sorted(tp for tps in result.values() for tp in tps) == sorted(partition_racks)
-    named = [r for r in member_racks.values() if r is not None]
-    layouts = {tp: frozenset(r) for tp, r in partition_racks.items()}
-    if not use_rack_aware(named, set().union(*layouts.values(), set()), layouts):
-        assert result == blind
+    named = {r for r in member_racks.values() if r is not None}
+    if not named or all(named <= set(r) for r in partition_racks.values()):
+        assert result == blind  # every placement is as local as any other
         return
-    least = least_cross_rack(result, member_racks, partition_racks)
+    least = least_cross_rack(sum(ppt.values()), member_racks, partition_racks)
     assert cross_rack_of(result, member_racks, partition_racks) == least
     eng, _ = IncrementalAssignor.from_snapshot(
         ppt, subs, lag_aware=False, member_racks=member_racks, partition_racks=partition_racks

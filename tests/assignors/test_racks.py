@@ -672,12 +672,16 @@ def test_sticky_alignment_keeps_counts_balance_and_lag_target(
         strategy, ppt, subs, lag=lag, member_racks=member_racks, partition_racks=partition_racks
     )
     assert problems(aware, ppt, subs) == []
-    assert {m: len(v) for m, v in aware.items()} == {m: len(v) for m, v in blind.items()}
+    # Balanced as the blind result is; a fresh deal may give the one more to other
+    # members, where that keeps more partitions on their racks.
+    assert is_balanced(aware, subs)
     spec = build_spec(ppt, subs)
     racks_ = build_racks(spec, member_racks, partition_racks)
     assert cross_rack(aware, racks_) <= cross_rack(blind, racks_)
-    if racks_ is None or not racks_.useful():
+    if racks_ is None or not racks_.can_help():
         assert aware == blind
+    elif not racks_.useful() and sum(ppt[t] for t in spec.topics) % len(subs) == 0:
+        assert aware == blind  # Kafka's rule, and no one partition more to place
     if strategy == "lagsticky":
         # No swap lifts a member above the policy's target over the mean member lag, or
         # above the largest member lag the rack-blind placement already had.
