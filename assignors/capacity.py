@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .placement import heaviest_first
-from .spec import GroupSpec
+from .spec import GroupSpec, check_mapping
 
 MemberCapacities = Mapping[str, float | None]
 #: The same bound as the presence record's: a weight, not a partition count.
@@ -44,6 +44,7 @@ def build_capacities(
     """Validate ``{member: capacity}`` against the group. ``None`` (capacity 1) is the
     default; the result is ``None`` when every member's capacity is the same, since then
     the rule is KIP-54's and callers keep their unweighted paths."""
+    check_mapping(member_capacities, "member_capacities")
     given = member_capacities or {}
     if not given.keys() <= spec.topics_of.keys():
         member = next(m for m in given if m not in spec.topics_of)

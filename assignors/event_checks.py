@@ -31,36 +31,6 @@ from .types import MAX_PARTITION, TopicPartition
 
 
 @dataclass(frozen=True, slots=True)
-class Join:
-    member: str
-    topics: frozenset[str]
-    rack: str | None
-    capacity: float
-
-
-@dataclass(frozen=True, slots=True)
-class Leave:
-    member: str
-
-
-@dataclass(frozen=True, slots=True)
-class Resubscribe:
-    member: str
-    topics: frozenset[str]
-
-
-@dataclass(frozen=True, slots=True)
-class Repartition:
-    topic: str
-    count: int
-
-
-@dataclass(frozen=True, slots=True)
-class Rerack:
-    racks: dict[TopicPartition, frozenset[str]]
-
-
-@dataclass(frozen=True, slots=True)
 class Constrain:
     constraints: Constraints
 
@@ -74,7 +44,18 @@ class Readings:
     columns: tuple[list[int], list[Any]] | None
 
 
-Checked = Join | Leave | Resubscribe | Repartition | Rerack | Constrain | Readings
+#: An event as ``apply`` runs it: a well-formed copy of a membership or topology event
+#: (topic sets frozen, a capacity of None read as 1.0, racks as frozensets), or the
+#: checked form of constraints and lag.
+Checked = (
+    MemberJoined
+    | MemberLeft
+    | SubscriptionChanged
+    | PartitionsChanged
+    | PartitionRacksChanged
+    | Constrain
+    | Readings
+)
 
 
 def check_events(events: Iterable[Event]) -> list[Checked]:
@@ -90,13 +71,13 @@ def check_event(event: object, index: int = 0) -> Checked:
         member = check_member(event.member, where)
         rack = None if event.rack is None else check_rack(event.rack, where)
         capacity = 1.0 if event.capacity is None else check_capacity(event.capacity, where)
-        return Join(member, check_topics(event.topics, where), rack, capacity)
+        return MemberJoined(member, check_topics(event.topics, where), rack, capacity)
     if isinstance(event, MemberLeft):
-        return Leave(check_member(event.member, f"events[{index}]: MemberLeft"))
+        return MemberLeft(check_member(event.member, f"events[{index}]: MemberLeft"))
     if isinstance(event, SubscriptionChanged):
         where = f"events[{index}]: SubscriptionChanged({event.member!r})"
         member = check_member(event.member, where)
-        return Resubscribe(member, check_topics(event.topics, where))
+        return SubscriptionChanged(member, check_topics(event.topics, where))
     if isinstance(event, PartitionsChanged):
         where = f"events[{index}]: PartitionsChanged({event.topic!r})"
         topic = check_topics([event.topic], where)
@@ -105,9 +86,11 @@ def check_event(event: object, index: int = 0) -> Checked:
             raise TypeError(f"{where}: count must be an int, got {count!r}")
         if not 0 <= count <= MAX_PARTITION + 1:
             raise ValueError(f"{where}: count must be 0..{MAX_PARTITION + 1}, got {count!r}")
-        return Repartition(next(iter(topic)), count)
+        return PartitionsChanged(next(iter(topic)), count)
     if isinstance(event, PartitionRacksChanged):
-        return Rerack(checked_racks(event.racks, f"events[{index}]: PartitionRacksChanged"))
+        return PartitionRacksChanged(
+            checked_racks(event.racks, f"events[{index}]: PartitionRacksChanged")
+        )
     if isinstance(event, ConstraintsChanged):
         return Constrain(check_constraints(event.pins, event.max_partitions))
     if isinstance(event, LagUpdated):

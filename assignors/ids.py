@@ -215,6 +215,7 @@ class TopicIds:
 
         Readings for unknown topics are kept only if ``register`` (the engine keeps them
         for topics that appear later); a one-shot call drops them."""
+        check_mapping(lag, "lag")
         if not lag:
             return [], []
         columns = lag_columns(lag)

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 #: Lags and sums of lags up to here are exact in float64 as in int64; above it the loop
-#: in ``engine.py`` decides.
+#: in ``engine/lag_search.py`` decides.
 EXACT = 1 << 53
 #: Partner ``i``'s lags are searched as ``i << _SEG_SHIFT | lag``.
 _SEG_SHIFT = 53

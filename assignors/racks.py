@@ -18,7 +18,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from .spec import GroupSpec, as_partition
+from .spec import GroupSpec, as_partition, check_mapping
 from .types import TopicPartition
 
 #: Kafka sends ``client.rack`` as a protocol string; the limit keeps records bounded.
@@ -117,6 +117,8 @@ def build_racks(
     the group is a caller bug and is named; replica racks of partitions that do not exist
     (yet) are ignored, as metadata and partition counts are read at different times.
     """
+    check_mapping(member_racks, "member_racks")
+    check_mapping(partition_racks, "partition_racks")
     given = member_racks or {}
     if not given.keys() <= spec.topics_of.keys():
         member = next(m for m in given if m not in spec.topics_of)

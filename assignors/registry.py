@@ -12,7 +12,7 @@ from .lagbased import lag_assign
 from .placement import greedy_place
 from .rack_range import rack_range_assign
 from .racks import MemberRacks, PartitionRacks, build_racks
-from .spec import GroupSpec, build_spec, check_lag, check_mappings, normalize_lag
+from .spec import GroupSpec, build_spec, check_lag, check_mapping, normalize_lag
 from .types import (
     Assignment,
     CurrentAssignment,
@@ -69,17 +69,6 @@ def assign(
         raise ValueError(
             f"unknown strategy {strategy!r}; valid strategies: {', '.join(STRATEGIES)}"
         )
-    check_mappings(
-        partitions_per_topic=partitions_per_topic,
-        subscriptions=subscriptions,
-        current=current,
-        lag=lag,
-        member_racks=member_racks,
-        partition_racks=partition_racks,
-        member_capacities=member_capacities,
-        pins=pins,
-        max_partitions=max_partitions,
-    )
     if strategy == "lag" or strategy in _COUNT_ONLY:
         if check_constraints(pins, max_partitions):
             raise ValueError(
@@ -87,6 +76,7 @@ def assign(
                 "use sticky or lagsticky"
             )
         spec = build_spec(partitions_per_topic, subscriptions)
+        check_mapping(current, "current")  # ignored here, but never silently misread
         racks = build_racks(spec, member_racks, partition_racks)
         build_capacities(spec, member_capacities)
         if strategy == "lag":

@@ -62,6 +62,8 @@ class GroupSpec:
 
 
 def build_spec(partitions_per_topic: PartitionsPerTopic, subscriptions: Subscriptions) -> GroupSpec:
+    check_mapping(partitions_per_topic, "partitions_per_topic")
+    check_mapping(subscriptions, "subscriptions")
     ppt: dict[str, int] = {}
     for topic, count in partitions_per_topic.items():
         if not isinstance(topic, str):
@@ -146,11 +148,6 @@ def check_mapping(value: object, argument: str) -> None:
         raise TypeError(f"{argument}: expected a mapping, got {type(value).__name__}")
 
 
-def check_mappings(**arguments: object) -> None:
-    for argument, value in arguments.items():
-        check_mapping(value, argument)
-
-
 def normalize_lag(lag: LagMap | None) -> dict[TopicPartition, int]:
     """Lag per partition; absent partitions count as 0. Bad lag is a caller bug."""
     if not lag:
@@ -163,6 +160,7 @@ def check_lag(lag: LagMap) -> None:
     """Every key a ``(topic, partition)`` pair with a Kafka partition number, every value a
     non-negative int (exactly int: a bool is not a lag). Checked in C passes; the loop
     runs only to name the first bad entry. Every strategy checks, even those ignoring lag."""
+    check_mapping(lag, "lag")
     if lag_columns(lag) is not None:
         return
     for key, value in lag.items():

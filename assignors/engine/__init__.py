@@ -39,19 +39,15 @@ from ..constraints import (
     check_constraints,
     violations,
 )
-from ..event_checks import (
-    Constrain,
-    Join,
-    Leave,
-    Repartition,
-    Rerack,
-    Resubscribe,
-    check_events,
-    checked_racks,
-)
+from ..event_checks import Constrain, check_events, checked_racks
 from ..events import (
     Change,
     Event,
+    MemberJoined,
+    MemberLeft,
+    PartitionRacksChanged,
+    PartitionsChanged,
+    SubscriptionChanged,
 )
 from ..policy import DEFAULT_POLICY, LagPolicy
 from ..racks import MemberRacks, PartitionRacks, check_rack
@@ -119,8 +115,8 @@ class IncrementalAssignor(Steps):
             eng._build_heaps()  # ready for the first event
         if gc.isenabled():
             # The build's objects sit in the young generation, and the first collections
-            # after it walk them all: ~80 ms at 10 000 x 1 000 000, billed to the first
-            # event. The build pays them instead; the engine outlives it.
+            # after it walk them all, billed to the first event (docs/assignors.md, "Lag
+            # table and the collector"). The build pays them instead; it outlives them.
             gc.collect(1)
         return eng, change
 
@@ -195,8 +191,8 @@ class IncrementalAssignor(Steps):
 
         With the collector paused, as in a build: an event allocates a few thousand
         tracked objects and frees most of them, but unpaused those allocations set off
-        young collections and, now and then, a full one over the whole engine (up to
-        86 ms inside one lag update at 10 000 x 1 000 000)."""
+        young collections and, now and then, a full one over the whole engine (measured
+        in docs/assignors.md, "Lag table and the collector")."""
         with collector_paused():
             return self._apply(events)
 
@@ -205,15 +201,15 @@ class IncrementalAssignor(Steps):
         # the engine exactly as it was (``event_checks.py``).
         lag_only = True
         for event in check_events(events):
-            if isinstance(event, Join):
-                self._join(event.member, event.topics, event.rack, event.capacity)
-            elif isinstance(event, Leave):
+            if isinstance(event, MemberJoined):
+                self._join(event.member, event.topics, event.rack, event.capacity or 1.0)
+            elif isinstance(event, MemberLeft):
                 self._leave(event.member)
-            elif isinstance(event, Resubscribe):
+            elif isinstance(event, SubscriptionChanged):
                 self._resubscribe(event.member, event.topics)
-            elif isinstance(event, Repartition):
+            elif isinstance(event, PartitionsChanged):
                 self._repartition(event.topic, event.count)
-            elif isinstance(event, Rerack):
+            elif isinstance(event, PartitionRacksChanged):
                 self._rerack(event.racks)
             elif isinstance(event, Constrain):
                 self._constrain(event.constraints)

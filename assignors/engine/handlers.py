@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from operator import sub
 
 import numpy as np
@@ -191,12 +191,13 @@ class Handlers(RackAlignment):
                 delta[name] = delta.get(name, 0) + d
         return delta
 
-    def _rerack(self, racks: Mapping[TopicPartition, frozenset[str]]) -> None:
+    def _rerack(self, racks: Mapping[TopicPartition, Collection[str]]) -> None:
+        """Racks as ``event_checks`` left them: valid names, in frozensets already."""
         for tp, named in racks.items():
             self._ids.add(tp.topic)
             pid = self._ids.pid(tp)
             assert pid is not None, "event_checks admits Kafka partitions only"
-            self._racks.set_partition(pid, named)
+            self._racks.set_partition(pid, frozenset(named))
             self._rack_work.add(pid)
 
     def _constrain(self, constraints: Constraints) -> None:

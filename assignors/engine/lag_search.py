@@ -81,17 +81,18 @@ class LagSearch(Moves):
                 return pid
         return None
 
-    def _rebalance_lag(self, budget: int, *, eager: bool) -> None:
+    def _rebalance_lag(self, budget: int, *, eager: bool) -> int:
         """Lower the largest member lag by moves and swaps that keep count balance.
 
         Hysteresis: start only above ``trigger_ratio`` x the lower bound, then continue to
         ``target_ratio``. A fresh placement (``eager``) moves nothing that was owned, so it
         searches on until no step improves. With capacities, lag is compared per unit
-        of capacity: a member twice as strong is meant to carry twice the lag.
+        of capacity: a member twice as strong is meant to carry twice the lag. Returns the
+        partitions it moved.
         """
         policy = self.policy
         if budget <= 0 or len(self._members) < 2:
-            return
+            return 0
         spent = 0
         first = not eager
         #: Members' lags in list order, as arrays for the array search: one step changes
@@ -103,25 +104,26 @@ class LagSearch(Moves):
             ratio = 1.0 if eager else policy.trigger_ratio if first else policy.target_ratio
             mean = self._total_lag / self._capacity_total
             if a.lag <= policy.min_lag or top_load <= ratio * mean:
-                return  # within the ratio of the mean, so of the bound: a's list unsorted
+                return spent  # within the ratio of the mean, so of the bound: a's list unsorted
             entries = self._entries(a)
             heaviest = weight_of(entries[-1]) if entries else 0
             bound = max(mean, a.share(heaviest))
             if top_load <= ratio * bound:
-                return
+                return spent
             if first:
                 unit = bound if a.capacity == 1 else bound * a.capacity
                 self._trigger = LagTrigger(top_name, a.lag, unit)
             first = False
             step = self._best_lag_step(a, budget - spent, lags)
             if step is None or step[0] > top_load * (1.0 - policy.min_gain):
-                return
+                return spent
             cost = self._apply_lag_step(a, step)
             if cost == 0:
-                return
+                return spent
             spent += cost
             lags.pop(a.name, None)
             lags.pop(step[1].name, None)
+        return spent
 
     def _best_lag_step(
         self, a: Member, allowance: int, lags: dict[str, NDArray[np.int64]]

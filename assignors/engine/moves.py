@@ -28,11 +28,11 @@ REINDEX_SHARE = 8
 
 
 def unweighted_indexes(members: Mapping[str, Member]) -> tuple[SortedList, SortedList] | None:
-    """``_donors`` and ``_by_lag`` of members of capacity 1 without caps, ordered by NumPy:
-    sorting 10 000 key tuples in Python compares them item by item (~12 ms); ordering
-    two int arrays stably over the names in order takes ~3 ms, and the lists are then
-    built from keys already in order (one linear pass of comparisons). None when a
-    member's lag passes 64 bits: the tuples' own order decides then."""
+    """``_donors`` and ``_by_load`` of members of capacity 1 without caps, ordered by
+    NumPy: sorting key tuples in Python compares them item by item, while ordering two int
+    arrays stably over the names in order is a C pass, and the lists are then built from
+    keys already in order (one linear pass of comparisons; docs/assignors.md has the
+    figures). None when a member's lag passes 64 bits: the tuples' own order decides."""
     names = sorted(members)
     ordered = list(map(members.__getitem__, names))
     n = len(ordered)

@@ -47,7 +47,7 @@ from ..placement import (
 from ..policy import LagPolicy
 from ..rack_deal import deal_by_rack
 from ..racks import MemberRacks, PartitionRacks, Racks, build_racks
-from ..spec import GroupSpec, build_spec, check_lag, check_mappings
+from ..spec import GroupSpec, build_spec, check_lag
 from ..types import (
     Assignment,
     CurrentAssignment,
@@ -97,15 +97,6 @@ class Snapshot:
         *,
         strict: bool = False,
     ) -> Snapshot:
-        check_mappings(
-            partitions_per_topic=partitions_per_topic,
-            subscriptions=subscriptions,
-            current=current,
-            lag=lag,
-            member_racks=member_racks,
-            partition_racks=partition_racks,
-            member_capacities=member_capacities,
-        )
         spec = build_spec(partitions_per_topic, subscriptions)
         if strict:
             check_against(spec, constraints)
@@ -185,8 +176,8 @@ class Snapshot:
     @property
     def levelable(self) -> bool:
         """Mixed subscriptions and nothing but counts to balance: ``level_place`` places
-        and balances the group in array passes (placing and repairing partition by
-        partition took 1.2 s at 10 000 members over 100 topics)."""
+        and balances the group in array passes, where placing and repairing partition by
+        partition costs a Python step per partition."""
         return (
             not self.uniform
             and not self.weighted
@@ -298,8 +289,8 @@ class Snapshot:
         return *self._placed(), self.uniform and not self.constraints
 
     def _lag_map(self) -> dict[int, int] | None:
-        """The readings as a dict, for the placements that look partitions up one by one
-        (a million readings take ~0.4 s to put in a dict: only those paths pay it)."""
+        """The readings as a dict, for the placements that look partitions up one by one:
+        building it is a cost per reading, so only those paths pay it."""
         return dict(zip(*self.readings, strict=True)) if self.lag_aware else None
 
     def _placed(self) -> tuple[dict[str, list[int]], dict[str, tuple[list[int], int]] | None]:

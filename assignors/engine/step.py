@@ -22,6 +22,9 @@ from ..types import TopicPartition
 from .handlers import Handlers
 from .member import Member
 
+#: Rounds of lag balance and rack alignment after the first, at most.
+_LAG_RACK_ROUNDS = 4
+
 
 class Steps(Handlers):
     """Settling a step and describing it."""
@@ -41,11 +44,22 @@ class Steps(Handlers):
             self._place_stranded()
             if self._caps:
                 self._shed_excess()
+        spent = 0
         if self.lag_aware:
-            self._rebalance_lag(lag_budget, eager=not count_lag_moves)
+            spent = self._rebalance_lag(lag_budget, eager=not count_lag_moves)
             self._place_stranded()
         if self._racks:
             self._align({*self._before_owner, *self._rack_work})
+            # The swaps may lift a member's lag up to the policy's target where the lag
+            # phase had left it lower: lag and racks again while the swaps change
+            # anything, or a caller that feeds the result back gets moves for nothing
+            # new (not a fixed point).
+            for _ in range(_LAG_RACK_ROUNDS if self.lag_aware else 0):
+                swapped = len(self._rack_moved)
+                spent += self._rebalance_lag(lag_budget - spent, eager=not count_lag_moves)
+                self._align({*self._before_owner, *self._rack_work})
+                if len(self._rack_moved) == swapped:
+                    break
         if self._racks or self._cross_rack:  # the swaps are in ``_before_owner`` now
             self._recount_cross_rack({*self._before_owner, *self._rack_work})
         change = self._diff(count_lag_moves)
