@@ -49,17 +49,18 @@ class Steps(Handlers):
             spent = self._rebalance_lag(lag_budget, eager=not count_lag_moves)
             self._place_stranded()
         if self._racks:
+            swapped = len(self._rack_moved)
             self._align({*self._before_owner, *self._rack_work})
-            # The swaps may lift a member's lag up to the policy's target where the lag
-            # phase had left it lower: lag and racks again while the swaps change
-            # anything, or a caller that feeds the result back gets moves for nothing
-            # new (not a fixed point).
+            # Swaps change members' lag and can open lag steps the lag phase had not
+            # found: lag (with the hysteresis the next call would apply) and racks again
+            # while swaps happen, or a caller that feeds the result back gets moves for
+            # nothing new (not a fixed point).
             for _ in range(_LAG_RACK_ROUNDS if self.lag_aware else 0):
-                swapped = len(self._rack_moved)
-                spent += self._rebalance_lag(lag_budget - spent, eager=not count_lag_moves)
-                self._align({*self._before_owner, *self._rack_work})
                 if len(self._rack_moved) == swapped:
                     break
+                swapped = len(self._rack_moved)
+                spent += self._rebalance_lag(lag_budget - spent, eager=False)
+                self._align({*self._before_owner, *self._rack_work})
         if self._racks or self._cross_rack:  # the swaps are in ``_before_owner`` now
             self._recount_cross_rack({*self._before_owner, *self._rack_work})
         change = self._diff(count_lag_moves)
