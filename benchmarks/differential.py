@@ -18,7 +18,7 @@ import json
 import random
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -65,15 +65,9 @@ class Report:
     fixed_point_moves: int = 0
 
     def merge(self, other: Report) -> None:
-        self.events += other.events
-        self.failures += other.failures
-        self.fresh_racked += other.fresh_racked
-        self.fresh_misses += other.fresh_misses
-        self.worse_than_blind += other.worse_than_blind
-        self.better_than_blind += other.better_than_blind
-        self.stateless_failures += other.stateless_failures
-        self.fixed_point_checked += other.fixed_point_checked
-        self.fixed_point_moves += other.fixed_point_moves
+        """Add ``other``'s counts and failures to these."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 def _event(rng: random.Random, members: list[str]) -> Any:
