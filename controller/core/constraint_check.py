@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from assignors import TopicPartition, assign
+from assignors import IncrementalAssignor, TopicPartition
 from controller.wire.records import ConstraintPatch, ConstraintSet
 
 UNKNOWN_MEMBER_HINT = "(--allow-unknown-members to name a member before it joins)"
@@ -73,11 +73,11 @@ def left_unread(
     caps = {m: c for m, c in constraints.max_partitions.items() if m in members}
     if not members or not caps:
         return 0
-    placed = assign(
-        "sticky",
+    engine, _ = IncrementalAssignor.from_snapshot(
         ppt,
         {m: sorted(t) for m, t in subscriptions.items()},
+        lag_aware=False,
         pins=pins,
         max_partitions=caps,
     )
-    return sum(ppt.values()) - sum(len(v) for v in placed.values())
+    return len(engine.unassigned())
