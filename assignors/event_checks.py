@@ -25,8 +25,8 @@ from .events import (
     PartitionsChanged,
     SubscriptionChanged,
 )
-from .racks import check_rack
-from .spec import as_partition, check_lag, check_member, check_topics, lag_columns
+from .racks import check_rack, replica_racks
+from .spec import check_lag, check_member, check_topics, lag_columns
 from .types import MAX_PARTITION, TopicPartition
 
 
@@ -80,13 +80,14 @@ def check_event(event: object, index: int = 0) -> Checked:
         return SubscriptionChanged(member, check_topics(event.topics, where))
     if isinstance(event, PartitionsChanged):
         where = f"events[{index}]: PartitionsChanged({event.topic!r})"
-        topic = check_topics([event.topic], where)
+        if not isinstance(event.topic, str):
+            raise TypeError(f"{where}: topic name must be a str, got {event.topic!r}")
         count = event.count
         if isinstance(count, bool) or not isinstance(count, int):
             raise TypeError(f"{where}: count must be an int, got {count!r}")
         if not 0 <= count <= MAX_PARTITION + 1:
             raise ValueError(f"{where}: count must be 0..{MAX_PARTITION + 1}, got {count!r}")
-        return PartitionsChanged(next(iter(topic)), count)
+        return PartitionsChanged(event.topic, count)
     if isinstance(event, PartitionRacksChanged):
         return PartitionRacksChanged(
             checked_racks(event.racks, f"events[{index}]: PartitionRacksChanged")
@@ -105,16 +106,12 @@ def check_event(event: object, index: int = 0) -> Checked:
 
 
 def checked_racks(racks: object, where: str) -> dict[TopicPartition, frozenset[str]]:
+    """Replica racks for an engine: every Kafka partition kept, existing or not yet."""
     if not isinstance(racks, Mapping):
         raise TypeError(f"{where}: racks must be a mapping, got {type(racks).__name__}")
     out: dict[TopicPartition, frozenset[str]] = {}
-    for key, named in racks.items():
-        tp = as_partition(key)
-        if tp is None:
-            raise TypeError(f"{where}: {key!r} is not a (topic, partition) pair")
+    for tp, named in replica_racks(racks, where):
         if not 0 <= tp.partition <= MAX_PARTITION:
-            raise ValueError(f"{where}: {key!r} is not a Kafka partition")
-        if isinstance(named, (str, bytes)) or not isinstance(named, Iterable):
-            raise TypeError(f"{where}[{key!r}]: expected a collection of racks, got {named!r}")
-        out[tp] = frozenset(check_rack(r, f"{where}[{key!r}]") for r in named)
+            raise ValueError(f"{where}: {tp!r} is not a Kafka partition")
+        out[tp] = named
     return out

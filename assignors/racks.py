@@ -11,10 +11,11 @@ racks is assigned exactly as before.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import chain, compress, repeat
 from operator import itemgetter
+from typing import Any
 
 import numpy as np
 
@@ -146,23 +147,36 @@ def build_racks(
 def _partition_racks(
     spec: GroupSpec, partition_racks: PartitionRacks | None
 ) -> dict[TopicPartition, frozenset[str]]:
-    """Replica racks per existing partition. A cluster has a handful of replica layouts
-    over its racks, so each layout is checked, and made a set, once."""
+    """Replica racks per existing partition: in bulk when the map is well formed, else
+    entry by entry (``replica_racks``), which names a bad entry."""
     if not partition_racks:
         return {}
     in_bulk = _partition_racks_in_bulk(spec, partition_racks)
     if in_bulk is not None:
         return in_bulk
-    parts: dict[TopicPartition, frozenset[str]] = {}
     ppt = spec.partitions_per_topic
+    return {
+        tp: named
+        for tp, named in replica_racks(partition_racks, "partition_racks")
+        if 0 <= tp.partition < ppt.get(tp.topic, 0)
+    }
+
+
+def replica_racks(
+    partition_racks: Mapping[Any, object], where: str
+) -> Iterator[tuple[TopicPartition, frozenset[str]]]:
+    """Each entry of ``partition_racks`` as a partition and its racks, checked one by one
+    (``where`` names the argument in errors). A cluster has a handful of replica layouts
+    over its racks, so each layout is checked, and made a set, once."""
     layouts: dict[tuple[str, ...], frozenset[str]] = {}
     for key, racks in partition_racks.items():
         tp = as_partition(key)
         if tp is None:
-            raise TypeError(f"partition_racks key {key!r}: expected a (topic, partition) pair")
-        if isinstance(racks, str) or not isinstance(racks, Iterable):
+            raise TypeError(f"{where}: {key!r} is not a (topic, partition) pair")
+        if isinstance(racks, (str, bytes)) or not isinstance(racks, Iterable):
             raise TypeError(
-                f"partition_racks[{key!r}]: expected a collection of rack names, got {racks!r}"
+                f"{where}[{key!r}]: expected a collection of rack names, got {racks!r}"
+                + (" (one name is not a collection of racks)" if isinstance(racks, str) else "")
             )
         layout = tuple(racks)
         try:
@@ -171,11 +185,9 @@ def _partition_racks(
             named = None
         if named is None:
             for rack in layout:
-                check_rack(rack, f"partition_racks[{key!r}]")
+                check_rack(rack, f"{where}[{key!r}]")
             named = layouts[layout] = frozenset(layout)
-        if 0 <= tp.partition < ppt.get(tp.topic, 0):
-            parts[tp] = named
-    return parts
+        yield tp, named
 
 
 def _partition_racks_in_bulk(

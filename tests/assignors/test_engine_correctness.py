@@ -24,6 +24,7 @@ from assignors import (
     assign,
 )
 from assignors.racks import Racks, cross_rack
+from assignors.spec import kafka_sorted
 
 from .strategies_hyp import MEMBERS, TOPICS
 
@@ -167,8 +168,6 @@ def test_partitions_the_caps_leave_out_are_said_to_be_left_out() -> None:
 
 
 def test_member_ids_are_ordered_as_kafka_orders_them_by_utf16_unit() -> None:
-    from assignors.spec import kafka_sorted  # noqa: PLC0415 -- new with the fix
-
     # U+1F600 is the surrogate pair D83D DE00, below U+FF21 in Java's String order.
     assert kafka_sorted(["\uff21", "\U0001f600"]) == ["\U0001f600", "\uff21"]
     assert kafka_sorted(["b", "a", ""]) == ["", "a", "b"]
