@@ -20,10 +20,14 @@ Partitions are named here by their place in the rack-blind deal's order (*rank*)
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from itertools import repeat
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
+
+from .placement import sort_key
 
 Ranks = NDArray[np.int64]
 
@@ -104,8 +108,9 @@ def deal_by_rack(
     rack_of: Mapping[str, str],
     layout: NDArray[np.int64],
     layouts: Sequence[frozenset[str]],
-) -> tuple[dict[str, Ranks], Ranks]:
-    """Ranks per member (ascending), and the ranks placed off their replicas' racks.
+) -> tuple[list[Share], Ranks]:
+    """The shares of the racks (and of the members without a rack), and the ranks
+    placed off their replicas' racks.
 
     ``layout[rank]`` indexes ``layouts`` (-1: no replica rack known). Every member gets
     ``total // n`` partitions or one more (KIP-54); which members get the one more is
@@ -126,7 +131,7 @@ def deal_by_rack(
     reach = [
         [*sorted(rack_index[r] for r in named if r in rack_index), *anywhere] for named in layouts
     ]
-    by_layout = np.argsort(layout, kind="stable")
+    by_layout = np.argsort(sort_key(layout, len(layouts)), kind="stable")
     bounds = np.searchsorted(layout[by_layout], np.arange(-1, len(layouts) + 1))
     supply = np.diff(bounds).tolist()  # layout -1 last, where only ``anywhere`` reaches
     supply = [*supply[1:], supply[0]]
@@ -167,23 +172,25 @@ def deal_by_rack(
     filled = {g: left[labels == h] for h, g in enumerate(holders)}
     misplaced = [filled[g] for g in holders if nodes[g] >= 0]
 
-    out: dict[str, Ranks] = {}
+    shares: list[Share] = []
     for g, j in enumerate(nodes):
         group = groups.get(j)
-        if not group:
-            continue
-        mine = np.sort(np.concatenate([*local[g], filled.get(g, left[:0])]))
-        counts = [base + (i < used[g]) for i in range(len(group))]
-        out.update(_deal(mine, [members[k] for k in group], counts))
-    return out, np.concatenate(misplaced) if misplaced else left[:0]
+        if group:  # its first ``used[g]`` members take one more
+            shares.append(
+                Share(np.sort(np.concatenate([*local[g], filled.get(g, left[:0])])), group)
+            )
+    return shares, np.concatenate(misplaced) if misplaced else left[:0]
 
 
-def _deal(ranks: Ranks, members: list[str], counts: list[int]) -> dict[str, Ranks]:
-    """``ranks`` round robin over ``members`` so that each gets exactly its count (they
-    differ by at most one): the members with one more go first."""
-    n = len(members)
-    base = len(ranks) // n
-    extra = [m for m, c in zip(members, counts, strict=True) if c > base]
-    rest = [m for m, c in zip(members, counts, strict=True) if c <= base]
-    assert len(extra) == len(ranks) - base * n, "counts must differ by at most one"
-    return {m: ranks[i::n] for i, m in enumerate(extra + rest)}
+class Share(NamedTuple):
+    """The ranks (ascending) that ``members`` (indexes) share round robin, as the
+    rack-blind deal deals: member ``members[i]`` takes ``ranks[i::len(members)]``."""
+
+    ranks: Ranks
+    members: list[int]
+
+    def dealt(self, values: NDArray[Any], names: Sequence[str]) -> Iterator[tuple[str, list[Any]]]:
+        """Each member's name and its ranks' ``values``: one gather, then list slices."""
+        mine, n = values[self.ranks].tolist(), len(self.members)
+        cuts = map(slice, range(n), repeat(None), repeat(n))
+        return zip(map(names.__getitem__, self.members), map(mine.__getitem__, cuts), strict=True)

@@ -8,11 +8,14 @@ member keeps its count, so KIP-54 balance is untouched, and each swap makes at l
 more partition local. Partners, best first, for ``p`` misplaced at ``A`` (rack ``r``)
 that has a replica on rack ``s``:
 
-1. a partition misplaced on rack ``s`` with a replica on ``r``: both become local, and if
-   it moved in the same step the swap costs no movement at all;
+1. a partition misplaced on rack ``s`` with a replica on ``r``: both become local;
 2. any partition misplaced on rack ``s``: ``p`` becomes local, the partner stays
    misplaced, as it was;
 3. a partition local on ``s`` that is local on ``r`` too: moves, and stays local.
+
+Within kinds 1 and 2, partitions that moved in the same step come first: trading those
+between their receivers costs no movement at all, so a step's moved partitions land on
+their receivers' racks before any partition that stayed put is disturbed.
 
 The misplaced indexes are kept lazily: an entry is added whenever the engine sees a
 partition misplaced (every move and every rack change passes by), and dropped when a
@@ -34,14 +37,28 @@ _MEMBERS = 8
 Fits = Callable[[str, int], bool]
 
 
+class Misplaced:
+    """Pids misplaced by (holder rack, a replica rack), and by holder rack: partners of
+    kinds 1 and 2. Entries may be stale; lookups drop them."""
+
+    __slots__ = ("one", "two")
+
+    def __init__(self) -> None:
+        self.two: dict[tuple[str, str], dict[int, None]] = {}
+        self.one: dict[str, dict[int, None]] = {}
+
+    def add(self, pid: int, rack: str, racks: frozenset[str]) -> None:
+        self.one.setdefault(rack, {})[pid] = None
+        for r in racks:
+            self.two.setdefault((rack, r), {})[pid] = None
+
+
 class RackIndex:
     def __init__(self) -> None:
         self.member: dict[str, str] = {}
         self.on_rack: dict[str, dict[str, None]] = {}
         self.replicas: dict[int, frozenset[str]] = {}
-        #: (holder rack, a replica rack) -> pids misplaced there; holder rack -> pids.
-        self._two: dict[tuple[str, str], dict[int, None]] = {}
-        self._one: dict[str, dict[int, None]] = {}
+        self._misplaced = Misplaced()
 
     def __bool__(self) -> bool:
         return bool(self.member)
@@ -76,17 +93,15 @@ class RackIndex:
         rack = self.member.get(holder) if holder is not None else None
         return rack is not None and rack not in self.replicas.get(pid, _NONE)
 
-    def note(self, pid: int, holder: str) -> None:
-        """Index ``pid`` if it is misplaced at ``holder``."""
+    def note(self, pid: int, holder: str, into: Misplaced | None = None) -> None:
+        """Index ``pid`` (in ``into``, by default the group's index) if it is misplaced
+        at ``holder``."""
         rack = self.member.get(holder)
         if rack is None:
             return
         racks = self.replicas.get(pid, _NONE)
-        if rack in racks:
-            return
-        self._one.setdefault(rack, {})[pid] = None
-        for r in racks:
-            self._two.setdefault((rack, r), {})[pid] = None
+        if rack not in racks:
+            (self._misplaced if into is None else into).add(pid, rack, racks)
 
     def partner(
         self,
@@ -95,21 +110,27 @@ class RackIndex:
         owner: Callable[[int], str | None],
         fits: Fits,
         entries: Callable[[str], Iterable[int]],
+        *,
+        moved: Misplaced | None = None,
     ) -> int | None:
-        """The best swap partner for ``p``, misplaced at ``a``, or None."""
+        """The best swap partner for ``p``, misplaced at ``a``, or None; of each kind,
+        one of ``moved`` (this step's) first."""
         r = self.member[a]
         wanted = sorted(s for s in self.replicas.get(p, _NONE) if s in self.on_rack)
         replicas = self.replicas
-        for s in wanted:
-            q = self._lookup(
-                self._two.get((s, r)), s, owner, fits, lambda q: r in replicas.get(q, _NONE)
-            )
-            if q is not None:
-                return q
-        for s in wanted:
-            q = self._lookup(self._one.get(s), s, owner, fits, lambda q: True)
-            if q is not None:
-                return q
+        indexes = (self._misplaced,) if moved is None else (moved, self._misplaced)
+        for index in indexes:
+            for s in wanted:
+                q = self._lookup(
+                    index.two.get((s, r)), s, owner, fits, lambda q: r in replicas.get(q, _NONE)
+                )
+                if q is not None:
+                    return q
+        for index in indexes:
+            for s in wanted:
+                q = self._lookup(index.one.get(s), s, owner, fits, lambda q: True)
+                if q is not None:
+                    return q
         for s in wanted:
             for b in list(self.on_rack[s])[:_MEMBERS]:
                 for q in list(entries(b))[:_SCAN]:

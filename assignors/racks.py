@@ -13,12 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from itertools import chain, compress, repeat
 from operator import itemgetter
 from typing import Any
 
-import numpy as np
-
+from .replica_layouts import ReplicaLayouts
 from .spec import GroupSpec, as_partition, check_mapping
 from .types import TopicPartition
 
@@ -49,13 +47,21 @@ class Racks:
         rack = self.member.get(member)
         return rack is not None and rack not in self.partition.get(tp, _NO_RACKS)
 
+    def layouts(self) -> set[frozenset[str]]:
+        """The distinct replica layouts of the partitions in ``partition``."""
+        if isinstance(self.partition, ReplicaLayouts):
+            return self.partition.present()
+        return set(self.partition.values())
+
     def useful(self) -> bool:
         """Kafka's rule over the whole group (the sticky assignors' ``RackInfo``); a
         partition with no racks known counts whether it is absent or given as ``[]``."""
-        every = set().union(*self.partition.values())
-        if self.partial and every and set(self.member.values()) & every:
+        layouts = self.layouts()
+        every = frozenset().union(*layouts)
+        named = set(self.member.values())
+        if self.partial and every and named & every:
             return True
-        return use_rack_aware(set(self.member.values()), every, self.partition)
+        return bool(named & every) and any(layout != every for layout in layouts)
 
     def can_help(self) -> bool:
         """Some placement holds fewer partitions off their racks than another: a member
@@ -65,7 +71,7 @@ class Racks:
         named = set(self.member.values())
         if not named:
             return False
-        layouts = set(self.partition.values())
+        layouts = self.layouts()
         if self.partial:
             layouts.add(_NO_RACKS)
         return any(not named <= layout for layout in layouts)
@@ -135,31 +141,17 @@ def build_racks(
     replicas = _partition_racks(spec, partition_racks)  # validated: a bad entry is a bug
     if not members and not (keep_replicas and replicas):
         return None
-    ppt = spec.partitions_per_topic
-    total = sum(ppt[t] for t in spec.topics)
-    named = len(replicas)
-    if named >= total and total < sum(ppt.values()):  # some keys may be of other topics
-        subscribed = set(spec.topics)
-        named = sum(map(subscribed.__contains__, map(_topic, replicas)))
-    return Racks(members, replicas, partial=named < total)
+    return Racks(members, replicas, partial=replicas.none_known(spec.topics))
 
 
-def _partition_racks(
-    spec: GroupSpec, partition_racks: PartitionRacks | None
-) -> dict[TopicPartition, frozenset[str]]:
+def _partition_racks(spec: GroupSpec, partition_racks: PartitionRacks | None) -> ReplicaLayouts:
     """Replica racks per existing partition: in bulk when the map is well formed, else
     entry by entry (``replica_racks``), which names a bad entry."""
-    if not partition_racks:
-        return {}
-    in_bulk = _partition_racks_in_bulk(spec, partition_racks)
-    if in_bulk is not None:
-        return in_bulk
-    ppt = spec.partitions_per_topic
-    return {
-        tp: named
-        for tp, named in replica_racks(partition_racks, "partition_racks")
-        if 0 <= tp.partition < ppt.get(tp.topic, 0)
-    }
+    if partition_racks:
+        in_bulk = ReplicaLayouts.in_bulk(spec, partition_racks, valid_rack)
+        if in_bulk is not None:
+            return in_bulk
+    return ReplicaLayouts.of_pairs(spec, replica_racks(partition_racks or {}, "partition_racks"))
 
 
 def replica_racks(
@@ -188,43 +180,6 @@ def replica_racks(
                 check_rack(rack, f"{where}[{key!r}]")
             named = layouts[layout] = frozenset(layout)
         yield tp, named
-
-
-def _partition_racks_in_bulk(
-    spec: GroupSpec, partition_racks: PartitionRacks
-) -> dict[TopicPartition, frozenset[str]] | None:
-    """``_partition_racks`` in C-level passes when every key is a ``TopicPartition`` and
-    every layout is a sequence or set of valid names: a hundred thousand partitions
-    without a Python-level check each. ``None`` otherwise, for the item-by-item path
-    that names the bad entry."""
-    keys = partition_racks.keys()
-    values = partition_racks.values()
-    if set(map(type, keys)) != {TopicPartition}:
-        return None
-    if not set(map(type, values)) <= {list, tuple, set, frozenset}:
-        return None
-    topics, numbers = list(map(_topic, keys)), list(map(_number, keys))
-    if set(map(type, topics)) != {str} or set(map(type, numbers)) != {int}:
-        return None
-    layouts = list(map(tuple, values))
-    try:
-        distinct = dict.fromkeys(layouts)
-    except TypeError:  # an unhashable rack
-        return None
-    if not all(map(valid_rack, set(chain.from_iterable(distinct)))):
-        return None
-    named = {layout: frozenset(layout) for layout in distinct}
-    ppt = spec.partitions_per_topic
-    try:
-        number = np.fromiter(numbers, np.int64, len(numbers))
-    except OverflowError:
-        return None
-    limit = np.fromiter(map(ppt.get, topics, repeat(0)), np.int64, len(topics))
-    sets = map(named.__getitem__, layouts)
-    exists = (number >= 0) & (number < limit)
-    if exists.all():
-        return dict(zip(keys, sets, strict=True))
-    return dict(compress(zip(keys, sets, strict=True), exists.tolist()))
 
 
 def cross_rack(assignment: Mapping[str, Iterable[TopicPartition]], racks: Racks | None) -> int:

@@ -7,7 +7,9 @@ import math
 from collections.abc import Iterable
 
 from ..ids import topic_of
+from ..rack_index import Misplaced
 from ..racks import Racks
+from ..replica_layouts import ReplicaLayouts
 from .member import Member
 from .repair import Repair
 
@@ -26,8 +28,10 @@ class RackAlignment(Repair):
             mean = self._total_lag / self._capacity_total
             cap = max(self._by_load[-1][0], math.floor(policy.target_ratio * mean), policy.min_lag)
         todo = sorted(pid for pid in candidates if racks.misplaced(owner.get(pid), pid))
+        moved = Misplaced()  # this step's, whose swaps cost no movement: tried first
         for p in todo:  # indexed first, so that two of them can pair up
             racks.note(p, owner[p])
+            racks.note(p, owner[p], moved)
         while todo:
             left: dict[int, None] = {}
             swapped = False
@@ -53,7 +57,7 @@ class RackAlignment(Repair):
                     d = plag.get(q, 0) - w_p
                     return a.share(a.lag + d) <= cap and b.share(b.lag - d) <= cap
 
-                q = racks.partner(a_name, p, owner.get, fits, self._pids_of)
+                q = racks.partner(a_name, p, owner.get, fits, self._pids_of, moved=moved)
                 if q is None:
                     left[p] = None
                     continue
@@ -65,6 +69,7 @@ class RackAlignment(Repair):
                 if racks.misplaced(a_name, q):
                     left[q] = None
                     racks.note(q, a_name)
+                    racks.note(q, a_name, moved)
             if not swapped:
                 break
             todo = sorted(left)
@@ -83,9 +88,8 @@ class RackAlignment(Repair):
         for name, rack in racks.member.items():
             self._racks.set_member(name, rack)
         # Every partition in ``racks`` exists; an empty set reads as no racks known.
-        self._racks.replicas.update(
-            zip(self._ids.pids_of(racks.partition), racks.partition.values(), strict=True)
-        )
+        assert isinstance(racks.partition, ReplicaLayouts), "build_racks reads a table"
+        self._racks.replicas.update(zip(*racks.partition.by_pid(self._ids), strict=True))
         if align:  # indexed and counted by the alignment, in its order
             self._rack_work.update(misplaced)
             return

@@ -4,7 +4,7 @@ fast paths of the stateless ``assign`` that need no engine at all."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from typing import TypeVar
@@ -45,8 +45,9 @@ from ..placement import (
     weight_array,
 )
 from ..policy import LagPolicy
-from ..rack_deal import deal_by_rack
+from ..rack_deal import Share, deal_by_rack
 from ..racks import MemberRacks, PartitionRacks, Racks, build_racks
+from ..replica_layouts import ReplicaLayouts
 from ..spec import GroupSpec, build_spec, check_lag
 from ..types import (
     Assignment,
@@ -215,8 +216,7 @@ class Snapshot:
         members = self.spec.members
         places, ends = grouped(owner, len(members))
         if not self.claims:
-            every = np.empty(len(places), object)  # of tuples, not a 2-D array of fields
-            every[:] = self.partitions()
+            every = np.fromiter(self.partitions(), object, len(places))  # of tuples, not 2-D
             return dict(zip(members, runs(every[places], ends), strict=True))
         moved = np.flatnonzero(owner != kept)
         touched = np.union1d(owner[moved], kept[moved][kept[moved] >= 0]).tolist()
@@ -234,11 +234,10 @@ class Snapshot:
 
     def dealt_by_rack(self) -> Assignment:
         """The final result when ``final`` and ``racked``: the rack deal, no engine."""
-        dealt, _ = self.rack_dealt()
+        shares, _ = self.rack_dealt()
         parts = self.partitions()
-        every = np.empty(len(parts), object)  # of tuples, not a 2-D array of their fields
-        every[:] = parts
-        return {m: every[places].tolist() for m, places in dealt.items()}
+        every = np.fromiter(parts, object, len(parts))  # of tuples, not a 2-D array of fields
+        return dict(chain.from_iterable(s.dealt(every, self.spec.members) for s in shares))
 
     def kept_uniform(self) -> Assignment:
         """The result when every member can take every partition and lag cannot matter:
@@ -336,28 +335,24 @@ class Snapshot:
         spans = [np.arange(ids.base[t], ids.base[t] + counts[t]) for t in self.spec.topics]
         return np.concatenate([np.empty(0, dtype=np.int64), *spans])
 
-    def rack_dealt(self) -> tuple[dict[str, NDArray[np.int64]], NDArray[np.int64]]:
-        """``dealt`` for a racked group (``rack_deal.py``), as places in ``every()``: per
-        member, ascending, and those placed off their replicas' racks (as few as the
-        counts allow). Only without lag: lagsticky's lag moves are not rack aware, so
-        there a rack-blind deal and swaps within the lag target stay the rule."""
+    def rack_dealt(self) -> tuple[list[Share], NDArray[np.int64]]:
+        """``dealt`` for a racked group (``rack_deal.py``), as shares of places in
+        ``every()``, and the places held off their replicas' racks (as few as the counts
+        allow). Only without lag: lagsticky's lag moves are not rack aware, so there a
+        rack-blind deal and swaps within the lag target stay the rule."""
         assert self.racks is not None
         layout, layouts = self.layouts(self.every())
-        return deal_by_rack(list(self.spec.members), self.racks.member, layout, layouts)
+        return deal_by_rack(self.spec.members, self.racks.member, layout, layouts)
 
-    def layouts(self, pids: NDArray[np.int64]) -> tuple[NDArray[np.int64], list[frozenset[str]]]:
-        """The replica layout of each of ``pids`` (an index into the list returned with
-        it; -1: no rack known), looked up once per partition at C level."""
-        ids, counts, racks = self.ids, self.spec.partitions_per_topic, self.racks
-        assert racks is not None
-        part = racks.partition
-        layouts = list(dict.fromkeys(part.values()))
-        index = {named: i for i, named in enumerate(layouts)}
-        by_dense = np.full(sum(counts.values()), -1, dtype=np.int64)
-        by_dense[ids.dense(counts, np.asarray(ids.pids_of(part), dtype=np.int64))] = list(
-            map(index.__getitem__, part.values())
-        )
-        return by_dense[ids.dense(counts, pids)], layouts
+    def layouts(
+        self, pids: NDArray[np.int64]
+    ) -> tuple[NDArray[np.int64], Sequence[frozenset[str]]]:
+        """The replica layout of each of ``pids`` (an index into the layouts returned
+        with it; -1: no rack known), by array."""
+        assert self.racks is not None
+        table = self.racks.partition
+        assert isinstance(table, ReplicaLayouts), "build_racks reads replicas as a table"
+        return table.codes_of(self.ids, pids), table.layouts
 
     def misplaced(self, owner: Mapping[int, str]) -> list[int]:
         """The pids of ``owner`` held off their replicas' racks, in array passes: a
@@ -387,9 +382,9 @@ class Snapshot:
         eng._plag = LagTable.of(*self.readings)
         eng._ahead = self.ahead
         if self.racks is not None and self.racked and self.final:
-            dealt, misplaced = self.rack_dealt()
+            shares, misplaced = self.rack_dealt()
             every = self.every()
-            initial = {m: every[places].tolist() for m, places in dealt.items()}
+            initial = dict(chain.from_iterable(s.dealt(every, spec.members) for s in shares))
             eng._bulk_load(spec.members, spec.topics_of, initial, capacities=self.loaded_capacities)
             eng._adopt_racks(self.racks, every[misplaced].tolist(), align=False)
             balanced = True
