@@ -6,6 +6,8 @@ assign(strategy, partitions_per_topic, subscriptions, *, current=None, lag=None,
        pins=None, max_partitions=None)
 """
 
+from .collector import freeze_built
+from .collector import paused as collector_paused
 from .engine import IncrementalAssignor, UnassignedPartitionsWarning
 from .events import (
     Change,
@@ -44,4 +46,6 @@ __all__ = [
     "TopicPartition",
     "UnassignedPartitionsWarning",
     "assign",
+    "collector_paused",
+    "freeze_built",
 ]

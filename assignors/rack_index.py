@@ -11,7 +11,11 @@ that has a replica on rack ``s``:
 1. a partition misplaced on rack ``s`` with a replica on ``r``: both become local;
 2. any partition misplaced on rack ``s``: ``p`` becomes local, the partner stays
    misplaced, as it was;
-3. a partition local on ``s`` that is local on ``r`` too: moves, and stays local.
+3. a partition local on ``s`` that is local on ``r`` too: moves, and stays local;
+4. a partition with a replica on ``r`` held by a member without a rack: ``p`` goes
+   there, where nothing counts as off a rack (Kafka's count), and the partner becomes
+   local. The fresh rack deal routes any layout to such members for the same reason;
+   without this kind, a rackless member holding what a racked one needs kept it.
 
 Within kinds 1 and 2, partitions that moved in the same step come first: trading those
 between their receivers costs no movement at all, so a step's moved partitions land on
@@ -26,6 +30,7 @@ sets, so lookups are deterministic.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from itertools import islice
 
 _NONE: frozenset[str] = frozenset()
 #: Index entries examined per lookup, and members of a rack scanned for kind 3.
@@ -58,24 +63,29 @@ class RackIndex:
         self.member: dict[str, str] = {}
         self.on_rack: dict[str, dict[str, None]] = {}
         self.replicas: dict[int, frozenset[str]] = {}
+        #: Members known to have no rack: partners of kind 4.
+        self.rackless: dict[str, None] = {}
         self._misplaced = Misplaced()
 
     def __bool__(self) -> bool:
         return bool(self.member)
 
     def set_member(self, name: str, rack: str | None) -> bool:
-        """Record ``name``'s rack; whether it changed."""
+        """Record ``name``'s rack (``None``: it has none); whether it changed."""
         old = self.member.get(name)
-        if old == rack:
-            return False
-        if old is not None:
+        changed = old != rack
+        if changed and old is not None:
             self.drop_member(name)
-        if rack is not None:
+        if rack is None:
+            self.rackless[name] = None
+        elif changed:
+            self.rackless.pop(name, None)
             self.member[name] = rack
             self.on_rack.setdefault(rack, {})[name] = None
-        return True
+        return changed
 
     def drop_member(self, name: str) -> None:
+        self.rackless.pop(name, None)
         rack = self.member.pop(name, None)
         if rack is not None:
             peers = self.on_rack[rack]
@@ -137,6 +147,10 @@ class RackIndex:
                     both = replicas.get(q, _NONE)
                     if s in both and r in both and fits(b, q):
                         return q
+        for b in islice(self.rackless, _MEMBERS):
+            for q in list(entries(b))[:_SCAN]:
+                if r in replicas.get(q, _NONE) and fits(b, q):
+                    return q
         return None
 
     def _lookup(

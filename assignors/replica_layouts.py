@@ -141,11 +141,16 @@ class ReplicaLayouts(Mapping[TopicPartition, frozenset[str]]):
         )
 
     def codes_of(self, ids: TopicIds, pids: NDArray[np.int64]) -> NDArray[np.int64]:
-        """The layout of each of ``pids`` (of this table's topics), by array."""
-        start = np.zeros(len(ids.names), dtype=np.int64)
-        for t, at in self.start.items():
-            start[ids.index[t]] = at
-        codes: NDArray[np.int64] = self.codes[start[pids >> PART_BITS] + (pids & PART_MASK)]
+        """The layout of each of ``pids``, by array (-1 for a partition this table does
+        not cover: of another topic, or past its count)."""
+        start = np.full(len(ids.names), -1, dtype=np.int64)
+        count = np.zeros(len(ids.names), dtype=np.int64)
+        for t, n in zip(self.topics, self.counts, strict=True):
+            start[ids.index[t]], count[ids.index[t]] = self.start[t], n
+        topic, part = pids >> PART_BITS, pids & PART_MASK
+        covered = (start[topic] >= 0) & (part < count[topic])
+        codes = np.full(len(pids), -1, dtype=np.int64)
+        codes[covered] = self.codes[start[topic[covered]] + part[covered]]
         return codes
 
     def by_pid(self, ids: TopicIds) -> tuple[list[int], list[frozenset[str]]]:

@@ -39,7 +39,7 @@ from promscrape import pct
 from assignors import TopicPartition
 from controller.core.group import GroupState, GroupTuning
 from controller.core.handoff import Outgoing, Plan
-from controller.runtime import heap
+from controller.runtime import collector_policy
 from controller.runtime.kafka_io import encode_plan
 from controller.wire.records import Presence
 
@@ -192,7 +192,7 @@ class Bench:
         _, plan = self.state.tick(self.now)
         if plan is not None:
             self.state.reconciler.commit(plan)
-            heap.settled(len(plan.records), self.state.engine.member_count())
+            collector_policy.settled(len(plan.records), self.state.engine.member_count())
         self.t.ticks.append(self.pending_cost + time.perf_counter() - start)
         self.pending_cost = 0.0
         if plan is not None:
@@ -296,7 +296,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", action="store_true", help="one JSON line")
     args = p.parse_args()
-    heap.configure()  # as ``ballast run`` does
+    collector_policy.configure()  # as ``ballast run`` does
     bench = Bench(args)
     out: dict[str, object] = {"members": args.members, "partitions": args.partitions}
     out.update(bench.cold_start())

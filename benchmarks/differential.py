@@ -60,6 +60,12 @@ class Report:
     blind_steps: int = 0
     worse_than_blind: int = 0
     better_than_blind: int = 0
+    #: Fresh mixed-subscription groups with racks: above the exact optimum over every
+    #: KIP-54-balanced assignment, and above the best placement with ``sticky``'s own
+    #: member counts (measured, not yet a failure).
+    mixed_racked: int = 0
+    mixed_misses: int = 0
+    mixed_misses_given_counts: int = 0
     #: Stateless ``assign`` from the engine's state, unbalanced or invalid.
     stateless_failures: int = 0
     #: ``lagsticky`` with racks and lag fed its own result (same lag): groups checked, and
@@ -248,6 +254,33 @@ def fresh(seed: int) -> tuple[int, int]:
     return cross_rack(got, racks), optimal_cross_rack(members, replicas)
 
 
+def fresh_mixed(seed: int) -> tuple[int, int, int]:
+    """A fresh mixed-subscription group with racks: (cross-rack of ``sticky``, the exact
+    optimum, the exact optimum with ``sticky``'s member counts)."""
+    rng = random.Random(seed)
+    members: dict[str, str | None] = {
+        f"m{i}": rng.choice([None, *RACKS]) for i in range(rng.randint(2, 6))
+    }
+    subs = {m: sorted(rng.sample(TOPICS, rng.randint(1, 3))) for m in members}
+    ppt = {t: rng.randint(1, 5) for t in sorted(set().union(*map(set, subs.values())))}
+    replicas = {
+        TopicPartition(t, p): sorted(rng.sample(RACKS, rng.randint(0, 2)))
+        for t, c in ppt.items()
+        for p in range(c)
+    }
+    got = assign("sticky", ppt, subs, member_racks=members, partition_racks=replicas)
+    racks = Racks(
+        {m: r for m, r in members.items() if r is not None},
+        {tp: frozenset(r) for tp, r in replicas.items()},
+    )
+    counts = {m: len(held) for m, held in got.items()}
+    return (
+        cross_rack(got, racks),
+        optimal_cross_rack(members, replicas, subs),
+        optimal_cross_rack(members, replicas, subs, counts=counts),
+    )
+
+
 def moves_when_fed_back(seed: int) -> int:
     """``lagsticky`` with racks and lag, called again with its own result and the same
     lag: the partitions that move (0 at a fixed point)."""
@@ -280,6 +313,10 @@ def check(runs: int, events: int, fresh_groups: int, seed: int = 0) -> Report:
         if got > best:
             report.fresh_misses += 1
             report.failures.append(f"fresh seed {seed + i}: cross-rack {got} > optimum {best}")
+        got, best, given_counts = fresh_mixed(seed + i)
+        report.mixed_racked += 1
+        report.mixed_misses += got > best
+        report.mixed_misses_given_counts += got > given_counts
     return report
 
 

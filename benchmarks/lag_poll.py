@@ -34,7 +34,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from loop_hold import timed
 
 from assignors import TopicPartition
-from controller.runtime import heap, kafka_io
+from controller.runtime import collector_policy, kafka_io
 from controller.runtime.config import Config
 from controller.runtime.kafka_io import OffsetReader, PartitionOffsets
 from controller.tools import apache_kafka, embedded
@@ -147,7 +147,7 @@ def main() -> None:
     p.add_argument("--polls", type=int, default=3, help="the first one is reported apart")
     p.add_argument("--broker", choices=apache_kafka.BROKER_KINDS, default="kafka")
     args = p.parse_args()
-    heap.configure()  # as ``ballast run`` does
+    collector_policy.configure()  # as ``ballast run`` does
     print(json.dumps(asyncio.run(run(args.partitions, args.polls, args.broker))))
 
 

@@ -34,7 +34,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from loop_hold import timed
 
 from assignors import TopicPartition
-from controller.runtime import heap
+from controller.runtime import collector_policy
 from controller.runtime.config import Config
 from controller.runtime.kafka_io import PartitionOffsets, SamplePublisher
 from controller.runtime.packed_send import PackedSender
@@ -77,7 +77,7 @@ async def _timed(write: Callable[[], Awaitable[list[str]]]) -> dict[str, float]:
 
 
 async def bench(partitions: int, writes: int, broker: apache_kafka.BrokerKind) -> dict[str, Any]:
-    heap.configure()
+    collector_policy.configure()
     rng = random.Random(7)
     per_topic = partitions // TOPICS
     offsets: dict[TopicPartition, PartitionOffsets] = {}

@@ -24,7 +24,7 @@ from assignors.racks import check_rack
 from controller import logs
 from controller.client.worker import run_worker
 from controller.errors import BallastError, InputError
-from controller.runtime import heap
+from controller.runtime import collector_policy
 from controller.runtime.config import (
     AssignmentsTopic,
     Config,
@@ -141,7 +141,7 @@ async def run_daemon(cfg: Config, record: Path | None = None) -> int:
     """Run until SIGTERM (exit 0) or SIGINT (exit 130), draining in-flight publication
     first. Alive but not ready while the brokers are being reached (``startup.timeout``)."""
     log = logs.get("ballast")
-    heap.configure()
+    collector_policy.configure()
     controller = Controller(cfg, record=record)
     stop = asyncio.Event()
     stopped_by: list[signal.Signals] = []

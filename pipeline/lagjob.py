@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import sys
 from array import array
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +27,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
+from assignors import collector_paused
 from controller.runtime.config import Config, PipelineSettings, load_config
 from controller.runtime.kafka_io import client_options, ensure_pipeline_topics
 from controller.wire.records import (
@@ -149,19 +148,6 @@ def _record_json() -> Column:
     return F.to_json(F.struct(*fields), {"ignoreNullFields": "false"})
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """A bucket's call allocates a few objects per sample and frees none of them in
-    cycles; the cyclic collector's passes over them cost ~20 % of the call."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def state_updater(
     settings: PipelineSettings, reset: Reset
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
@@ -179,7 +165,9 @@ def state_updater(
     def update(
         key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: GroupState
     ) -> Iterator[pd.DataFrame]:
-        with _gc_paused():
+        # A bucket's call allocates a few objects per sample and frees none of them in
+        # cycles; the cyclic collector's passes over them cost ~20 % of the call.
+        with collector_paused():
             out = _update(key, batches, state)
         yield out
 

@@ -275,6 +275,9 @@ class IncrementalAssignor(Steps):
         for name, rack in member_racks.items():
             if name in self._members:
                 self._racks.set_member(name, rack)
+        for name in self._members:  # the rest as they joined; rackless ones as such
+            if name not in self._racks.member:
+                self._racks.set_member(name, None)
         self._rerack(replicas)
         self._rack_work.clear()
         racks, owner = self._racks, self._owner

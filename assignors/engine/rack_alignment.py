@@ -85,8 +85,8 @@ class RackAlignment(Repair):
         """Take a snapshot's racks and the partitions it holds off them: indexed, for
         later steps to pair with, and aligned unless the placement is already as local
         as it can be."""
-        for name, rack in racks.member.items():
-            self._racks.set_member(name, rack)
+        for name in self._members:
+            self._racks.set_member(name, racks.member.get(name))
         # Every partition in ``racks`` exists; an empty set reads as no racks known.
         assert isinstance(racks.partition, ReplicaLayouts), "build_racks reads a table"
         self._racks.replicas.update(zip(*racks.partition.by_pid(self._ids), strict=True))

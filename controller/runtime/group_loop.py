@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from controller import logs
 from controller.core.group import Rebalance
 from controller.core.handoff import Plan
-from controller.runtime import faultpoints, heap
+from controller.runtime import collector_policy, faultpoints
 from controller.runtime.config import Config
 from controller.runtime.election import shard_of
 from controller.runtime.kafka_io import AssignmentPublisher, Encoded, encode_plan
@@ -109,7 +109,7 @@ class GroupLoop:
                 publish_ms=round((time.perf_counter() - encoded) * 1000, 3),
             )
             m.generation.labels(g.name).set(plan.generation)
-            heap.settled(len(plan.records), g.state.engine.member_count())
+            collector_policy.settled(len(plan.records), g.state.engine.member_count())
         for rel in g.state.reconciler.timed_out:
             m.handoff_timeouts.labels(g.name).inc()
             log.warning(

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 from controller import logs
 from controller.core.group import GroupState, Recovered, RejectedError
-from controller.runtime import faultpoints, heap
+from controller.runtime import collector_policy, faultpoints
 from controller.runtime.config import Config
 from controller.runtime.constraint_store import ConstraintStore
 from controller.runtime.election import ShardElection, shard_of
@@ -251,7 +251,7 @@ class Ownership:
                 self._expect(name, member)
         if self._recorder is not None:
             self._recorder.attach(state)
-        heap.built()
+        collector_policy.built()
         managed = ManagedGroup(name, state, epoch)
         managed.wake.set()
         return managed

@@ -18,8 +18,7 @@ from typing import NamedTuple
 
 from aiokafka.protocol.metadata import MetadataRequest
 
-from assignors import TopicPartition
-from assignors.collector import paused as collector_paused
+from assignors import TopicPartition, collector_paused
 from assignors.racks import valid_rack
 from controller.wire.metadata_scope import Client, inner_client
 from controller.wire.raw_answers import (

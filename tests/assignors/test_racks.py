@@ -805,3 +805,29 @@ def test_a_rack_swap_never_hands_a_member_a_topic_a_lighter_subscriber_could_tak
         "sticky", ppt, subs, current=aware, member_racks=racks_of, partition_racks=replicas
     )
     assert again == aware
+
+
+def test_a_member_without_a_rack_trades_what_a_racked_member_needs() -> None:
+    """Found by the mixed-subscription optimum check: m0 (no rack) held t2-2 and t2-4,
+    whose replicas are on m2's rack c, while m2 held t2-1 and t2-3, on neither of its
+    racks; swapping with a rackless member was not tried, so the result was 7
+    partitions off their racks where its own counts allow 5."""
+    tp = TopicPartition
+    members: dict[str, str | None] = {"m0": None, "m1": "a", "m2": "c"}
+    subs = {"m0": ["t2"], "m1": ["t0", "t1", "t2"], "m2": ["t2"]}
+    ppt = {"t0": 2, "t1": 4, "t2": 5}
+    replicas = {
+        tp("t0", 0): ["c"],
+        tp("t0", 1): [],
+        tp("t1", 0): ["a", "c"],
+        **{tp("t1", p): [] for p in (1, 2, 3)},
+        tp("t2", 0): ["b", "c"],
+        tp("t2", 1): ["a"],
+        tp("t2", 2): ["a", "c"],
+        tp("t2", 3): ["a", "b"],
+        tp("t2", 4): ["a", "c"],
+    }
+    got = assign("sticky", ppt, subs, member_racks=members, partition_racks=replicas)
+    spec = build_spec(ppt, subs)
+    assert cross_rack(got, build_racks(spec, members, replicas)) == 5
+    assert all("c" in replicas[p] for p in got["m2"])  # what it needs came from m0

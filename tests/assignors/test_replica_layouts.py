@@ -58,12 +58,14 @@ def test_the_table_is_the_dict_of_existing_partitions() -> None:
     ids = TopicIds(["a", "b", "gone", "other"])
     pids, named = bulk.by_pid(ids)
     assert dict(zip(ids.tps(pids), named, strict=True)) == expected
-    want = [tp("a", 1), tp("a", 2), tp("b", 1)]
+    want = [tp("a", 1), tp("a", 2), tp("b", 1), tp("gone", 0), tp("a", 9)]
     codes = bulk.codes_of(ids, np.asarray(ids.pids_of(want), dtype=np.int64))
     assert [bulk.layouts[c] if c >= 0 else None for c in codes.tolist()] == [
         None,
         frozenset({"r1", "r2"}),
         frozenset({"r3"}),
+        None,  # a topic the table does not cover
+        None,  # past the topic's count
     ]
 
 

@@ -1,17 +1,20 @@
-"""Keep Python's cyclic garbage collector off the hot path.
+"""The daemon's use of Python's cyclic garbage collector: thresholds, and when a group's
+state is frozen out of the collector's sight (``assignors.collector`` does the pausing
+and the freezing).
 
 A group's state holds one partition object per partition, mostly in acyclic containers
 that reference counting frees. Left in the collector's generations, that state is walked
 by every full collection: at 1 000 members x 100 000 partitions such a collection costs
 about 100 ms, in the middle of a tick (``benchmarks/controller_scale.py``). After a step
 that built much state (a group rebuilt, or a publication of many records), the state is
-moved to the permanent generation with ``gc.freeze()``: it is still freed by reference
-counting when replaced, and full collections then walk only what is new.
+frozen: full collections then walk only what is new.
 """
 
 from __future__ import annotations
 
 import gc
+
+from assignors import freeze_built
 
 #: Young collections every 10 000 allocations (not 700), full ones after 20 x 100 of
 #: them: the churn of a busy group (partition objects of readings and records) then
@@ -35,7 +38,5 @@ def settled(records: int, members: int) -> None:
 
 
 def built() -> None:
-    """Call after a group's state was built from scratch (takeover, recovery). Young
-    cyclic garbage is collected first, so none of it is frozen for good."""
-    gc.collect(1)
-    gc.freeze()
+    """Call after a group's state was built from scratch (takeover, recovery)."""
+    freeze_built()
