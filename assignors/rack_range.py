@@ -40,8 +40,7 @@ class _Topic:
         # Kafka reads replica racks only when a subscriber of the topic has a rack.
         self.replicas = [racks.replicas(tp) for tp in self.parts] if member_racks else []
         on_racks = set().union(*self.replicas) if self.replicas else set()
-        per_partition = dict(zip(self.parts, self.replicas, strict=False))
-        self.needs = use_rack_aware(member_racks, on_racks, per_partition)
+        self.needs = use_rack_aware(member_racks, on_racks, self.replicas)
         by_rack: dict[str, list[int]] = defaultdict(list)
         for p, replicas in enumerate(self.replicas):
             for r in replicas:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any
 
 from .replica_layouts import ReplicaLayouts
@@ -23,7 +22,6 @@ from .types import TopicPartition
 #: Kafka sends ``client.rack`` as a protocol string; the limit keeps records bounded.
 MAX_RACK_LENGTH = 255
 _NO_RACKS: frozenset[str] = frozenset()
-_topic, _number = itemgetter(0), itemgetter(1)
 
 MemberRacks = Mapping[str, str | None]
 PartitionRacks = Mapping[TopicPartition, Collection[str]]
@@ -61,7 +59,7 @@ class Racks:
         named = set(self.member.values())
         if self.partial and every and named & every:
             return True
-        return bool(named & every) and any(layout != every for layout in layouts)
+        return use_rack_aware(named, every, layouts)
 
     def can_help(self) -> bool:
         """Some placement holds fewer partitions off their racks than another: a member
@@ -80,14 +78,15 @@ class Racks:
 def use_rack_aware(
     member_racks: Collection[str],
     partition_racks: Collection[str],
-    racks_per_partition: Mapping[TopicPartition, frozenset[str]],
+    layouts: Iterable[frozenset[str]],
 ) -> bool:
     """KIP-881: some member rack holds replicas, and the partitions are not all on the
-    same racks. ``racks_per_partition`` must name every partition considered."""
+    same racks. ``layouts`` are the racks of every partition considered (each distinct
+    set once is enough)."""
     if not member_racks or not set(member_racks) & set(partition_racks):
         return False
     every = frozenset(partition_racks)
-    return not all(racks == every for racks in racks_per_partition.values())
+    return not all(racks == every for racks in layouts)
 
 
 def valid_rack(rack: object) -> bool:

@@ -101,13 +101,16 @@ class ReplicaLayouts(Mapping[TopicPartition, frozenset[str]]):
         if set(map(type, numbers)) != {int}:
             return None
         topics, counts = cls.order(spec)
+        # Topics the table does not cover read as one more, empty, topic: no partition
+        # of it exists, whatever its number.
+        none = len(topics)
         position = {t: i for i, t in enumerate(topics)}
         try:
-            topic_no = np.fromiter(map(position.get, map(_topic, keys), repeat(-1)), np.int64, n)
+            topic_no = np.fromiter(map(position.get, map(_topic, keys), repeat(none)), np.int64, n)
             number = np.fromiter(numbers, np.int64, n)
         except (TypeError, OverflowError):  # an unhashable topic, a number past 64 bits
             return None
-        unknown = topic_no < 0
+        unknown = topic_no == none
         if unknown.any() and not all(
             isinstance(_topic(k), str) for k in compress(keys, unknown.tolist())
         ):
@@ -118,12 +121,10 @@ class ReplicaLayouts(Mapping[TopicPartition, frozenset[str]]):
         remap = np.full(n, -1, dtype=np.int64)
         remap[list(distinct.values())] = [layouts[frozenset(d)] for d in distinct]
         table = cls(topics, counts, np.full(sum(counts), -1, dtype=np.int64), tuple(layouts))
-        size = np.asarray(counts, dtype=np.int64)
-        starts = np.fromiter(table.start.values(), np.int64, len(topics))
-        known = topic_no >= 0
-        exists = known & (number >= 0) & (number < size[np.where(known, topic_no, 0)])
-        at = topic_no[exists]
-        table.codes[starts[at] + number[exists]] = remap[first[exists]]
+        size = np.asarray([*counts, 0], dtype=np.int64)
+        starts = np.asarray([*table.start.values(), 0], dtype=np.int64)
+        exists = (number >= 0) & (number < size[topic_no])
+        table.codes[starts[topic_no[exists]] + number[exists]] = remap[first[exists]]
         return table
 
     def present(self) -> set[frozenset[str]]:

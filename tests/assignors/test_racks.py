@@ -412,11 +412,11 @@ def test_range_static_members_keep_rack_aware_ranges() -> None:
 
 def test_use_rack_aware_is_kafkas_rule() -> None:
     every = frozenset("abc")
-    on_all = {TopicPartition("topic", i): every for i in range(10)}
-    on_one = {TopicPartition("topic", i): frozenset("abc"[i % 3]) for i in range(10)}
+    on_all = [every] * 10  # the racks of each of ten partitions
+    on_one = [frozenset("abc"[i % 3]) for i in range(10)]
     assert not use_rack_aware(set(), set(), on_all)
     assert not use_rack_aware(set(), every, on_all)
-    assert not use_rack_aware(every, set(), {})
+    assert not use_rack_aware(every, set(), [])
     assert not use_rack_aware({"d"}, every, on_all)
     assert not use_rack_aware(every, every, on_all)
     assert not use_rack_aware({"a", "b"}, every, on_all)

@@ -69,6 +69,16 @@ def test_the_table_is_the_dict_of_existing_partitions() -> None:
     ]
 
 
+def test_a_group_with_no_partitions_reads_any_map_as_none_known() -> None:
+    spec = build_spec({"t": 0}, {"m0": ["t"]})
+    racks = {tp("t", 0): ["r1"], tp("gone", 3): ["r2"]}
+    table = ReplicaLayouts.in_bulk(spec, racks, valid_rack)
+    assert table is not None
+    assert dict(table) == {}
+    assert not table.none_known(spec.topics)
+    assert build_racks(spec, {"m0": "r1"}, racks) is not None
+
+
 @pytest.mark.parametrize(
     "bad",
     [
