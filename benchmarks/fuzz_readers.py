@@ -28,8 +28,8 @@ from aiokafka.protocol import commit, offset
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from controller import logs
+from controller.config import Config, load_config
 from controller.errors import InputError
-from controller.runtime.config import Config, load_config
 from controller.runtime.membership import KafkaHeartbeats, MqttPresence, Sink
 from controller.runtime.metrics import Metrics
 from controller.wire.assignments import EPOCH_HEADER, GENERATION_HEADER, log_entry

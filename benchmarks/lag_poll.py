@@ -34,8 +34,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from loop_hold import timed
 
 from assignors import TopicPartition
+from controller.config import Config
 from controller.runtime import collector_policy, kafka_io
-from controller.runtime.config import Config
 from controller.runtime.kafka_io import OffsetReader, PartitionOffsets
 from controller.tools import apache_kafka, embedded
 from controller.wire.offsets import LATEST, Offsets

@@ -22,7 +22,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 
 from assignors import STRATEGIES
-from controller.runtime.config import Config
+from controller.config import Config
 from controller.tools import apache_kafka, embedded
 from controller.wire.records import OffsetSample, partition_key
 from pipeline import lagjob

@@ -34,10 +34,10 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from loop_hold import timed
 
 from assignors import TopicPartition
+from controller.adapters.packed_send import PackedSender
+from controller.config import Config
 from controller.runtime import collector_policy
-from controller.runtime.config import Config
 from controller.runtime.kafka_io import PartitionOffsets, SamplePublisher
-from controller.runtime.packed_send import PackedSender
 from controller.tools import apache_kafka
 from controller.wire.records import OffsetSample, partition_key
 

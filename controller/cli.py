@@ -17,29 +17,34 @@ from typing import Any
 
 import yaml
 
-from assignors import STRATEGIES, TopicPartition, assign
-from assignors.capacity import check_capacity
-from assignors.quality import evaluate, member_lag
-from assignors.racks import check_rack
+from assignors import (
+    STRATEGIES,
+    TopicPartition,
+    assign,
+    check_capacity,
+    check_rack,
+    evaluate,
+    member_lag,
+)
 from controller import logs
+from controller.adapters.connection import client_options
+from controller.adapters.presence import MqttAuth
 from controller.client.worker import run_worker
-from controller.errors import BallastError, InputError
-from controller.runtime import collector_policy
-from controller.runtime.config import (
+from controller.config import (
     AssignmentsTopic,
     Config,
     applied_overrides,
     load_config,
     misspelt_overrides,
 )
+from controller.errors import BallastError, InputError
+from controller.runtime import collector_policy
 from controller.runtime.daemon import Controller
 from controller.runtime.http import bound_port, serve
-from controller.runtime.kafka_io import client_options
 from controller.tasks import cancel_and_wait
 from controller.tools import apache_kafka, demo, dev, operator
 from controller.tools.audit import run_audit
 from controller.tools.scenario import load_current, load_scenario
-from controller.wire.presence import MqttAuth
 from controller.wire.records import json_schemas
 from controller.wire.signing import KeyFileError, Verifier, generate
 

@@ -6,8 +6,8 @@ import argparse
 
 from assignors import STRATEGIES
 from controller import logs
+from controller.config import load_config
 from controller.errors import InputError
-from controller.runtime.config import load_config
 from controller.wire.records import DecodeError
 
 from . import lagjob

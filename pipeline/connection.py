@@ -11,7 +11,7 @@ connector (``kafka``) the Java client's (``kafka.sasl.jaas.config``,
 
 from __future__ import annotations
 
-from controller.runtime.config import Config, KafkaSettings
+from controller.config import Config, KafkaSettings
 
 _LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",

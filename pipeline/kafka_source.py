@@ -47,8 +47,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from controller.runtime.packed_send import PackedSender
-from controller.wire.metadata_scope import track_when_idle
+from controller.adapters.metadata_scope import track_when_idle
+from controller.adapters.packed_send import PackedSender
 
 NAME = "ballast_kafka"
 #: The native connector's row schema (without the optional headers column).

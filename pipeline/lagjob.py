@@ -28,8 +28,9 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from assignors import collector_paused
-from controller.runtime.config import Config, PipelineSettings, load_config
-from controller.runtime.kafka_io import client_options, ensure_pipeline_topics
+from controller.adapters.connection import client_options
+from controller.adapters.topics import ensure_pipeline_topics
+from controller.config import Config, PipelineSettings, load_config
 from controller.wire.records import (
     SCHEMA_VERSION,
     DecodeError,

@@ -1,6 +1,6 @@
 """An ``s3a://`` checkpoint for the lag job: Spark keeps its streaming state where pods
 come and go. PySpark ships Hadoop's client but not ``hadoop-aws``; its jars come from
-Maven Central once (``s3a.pom.xml``, the cache of ``controller.tools.maven``), matching
+Maven Central once (``s3a.pom.xml``, the cache of ``controller.maven``), matching
 the Hadoop PySpark carries. Credentials come from Hadoop's default chain (the AWS_*
 environment variables, a web identity, the instance's role), never from Ballast's config.
 """
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pyspark
 
-from controller.runtime.config import PipelineSettings
-from controller.tools import maven
+from controller import maven
+from controller.config import PipelineSettings
 
 POM = Path(__file__).with_name("s3a.pom.xml")
 #: The Hadoop version ``s3a.pom.xml`` names (its AWS SDK version follows it).

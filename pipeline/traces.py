@@ -13,7 +13,7 @@ from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
 
-from assignors import TopicPartition, assign, quality
+from assignors import TopicPartition, assign, evaluate
 from controller.wire.records import TraceEvent, decode
 
 _new_tuple = tuple.__new__
@@ -180,7 +180,7 @@ def replay(events: list[TraceEvent], strategies: Iterable[str]) -> list[StepResu
             started = time.perf_counter()
             result = assign(strategy, counts, subs, current=before, lag=lag)
             spent = time.perf_counter() - started
-            q = quality.evaluate(result, counts, subs, before=before, lag=lag)
+            q = evaluate(result, counts, subs, before=before, lag=lag)
             per[strategy].append(
                 StepResult(
                     strategy=strategy,

@@ -21,7 +21,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
 
-from controller.runtime.config import Config
+from controller.config import Config
 from controller.tools import apache_kafka, embedded
 
 _counter = itertools.count()

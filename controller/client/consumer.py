@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
@@ -44,12 +43,12 @@ from prometheus_client import Counter
 from pydantic import ValidationError
 
 from controller import logs
+from controller.adapters.metadata import topic_metadata
+from controller.adapters.metadata_scope import track_when_idle
+from controller.adapters.presence import MqttAuth, drop_link, member_client
 from controller.tasks import cancel_and_wait, reraise_swallowed_cancel
 from controller.wire.assignments import READ_ISOLATION, assignments_partition, log_entry
 from controller.wire.fencing import AssignmentView, Verdict
-from controller.wire.metadata import topic_metadata
-from controller.wire.metadata_scope import track_when_idle
-from controller.wire.presence import MqttAuth, member_client
 from controller.wire.records import (
     LoggedFence,
     LoggedRecord,
@@ -281,11 +280,8 @@ class ManagedConsumer:
         leaving message, and the MQTT link is dropped without DISCONNECT, so the broker
         publishes the Will."""
         self._closed = True
-        client = self._mqtt_client
-        sock = client._client.socket() if client is not None else None  # private, on purpose
-        if isinstance(sock, socket.socket):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        if self._mqtt_client is not None:
+            drop_link(self._mqtt_client)
         await cancel_and_wait(*self._tasks, self._mqtt_task)
         for producer in (self._producer, self._sample_producer):
             if producer is not None:

@@ -21,8 +21,8 @@ from typing import Literal
 from aiokafka.errors import KafkaError
 
 from controller import logs
+from controller.adapters.presence import MqttAuth
 from controller.client.consumer import ManagedConsumer
-from controller.wire.presence import MqttAuth
 from controller.wire.signing import Verifier
 
 log = logs.get("ballast.worker")

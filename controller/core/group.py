@@ -27,8 +27,8 @@ from assignors import (
     PartitionsChanged,
     SubscriptionChanged,
     TopicPartition,
+    check_constraints,
 )
-from assignors.constraints import check_constraints
 from controller.core.deadlines import Deadlines
 from controller.core.handoff import Plan, Reconciler, Tags
 from controller.core.lag_cooldown import LagCooldown

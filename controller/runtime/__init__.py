@@ -1,2 +1,1 @@
-"""The daemon and its I/O: Kafka, MQTT membership, the election, HTTP, metrics,
-configuration."""
+"""The daemon: Kafka and MQTT membership, the election, the group loops, HTTP, metrics."""

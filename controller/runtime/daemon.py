@@ -19,23 +19,25 @@ from pathlib import Path
 from aiokafka.admin import AIOKafkaAdminClient
 
 from controller import logs
+from controller.adapters.connection import client_options
+from controller.adapters.topics import (
+    COMPACTED_TOPIC_CONFIGS,
+    ensure_compacted_topic,
+    ensure_pipeline_topics,
+    ensure_topic,
+)
+from controller.config import Config
 from controller.core.group import RejectedError
-from controller.runtime.config import Config
 from controller.runtime.constraint_store import ConstraintStore
 from controller.runtime.election import ShardElection
 from controller.runtime.group_loop import reading
 from controller.runtime.group_view import group_view
 from controller.runtime.health import Health
 from controller.runtime.kafka_io import (
-    COMPACTED_TOPIC_CONFIGS,
     AssignmentLog,
     AssignmentPublisher,
     OffsetReader,
     SamplePublisher,
-    client_options,
-    ensure_compacted_topic,
-    ensure_pipeline_topics,
-    ensure_topic,
 )
 from controller.runtime.kafka_probe import probe_kafka
 from controller.runtime.lag_ingest import LagIngest

@@ -36,10 +36,11 @@ from aiokafka.errors import (
 from aiokafka.structs import OffsetAndMetadata
 
 from controller import logs
+from controller.adapters.connection import client_options
+from controller.adapters.group_protocol import group_assignor
+from controller.adapters.topics import BrokerRefusalError, ensure_topic
+from controller.config import Config
 from controller.runtime import faultpoints
-from controller.runtime.config import Config
-from controller.runtime.kafka_io import BrokerRefusalError, client_options, ensure_topic
-from controller.wire.group_protocol import group_assignor
 
 log = logs.get("ballast.election")
 

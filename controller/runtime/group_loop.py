@@ -10,10 +10,10 @@ import time
 from collections.abc import Awaitable, Callable
 
 from controller import logs
+from controller.config import Config
 from controller.core.group import Rebalance
 from controller.core.handoff import Plan
 from controller.runtime import collector_policy, faultpoints
-from controller.runtime.config import Config
 from controller.runtime.election import shard_of
 from controller.runtime.kafka_io import AssignmentPublisher, Encoded, encode_plan
 from controller.runtime.metrics import GroupReading, Metrics

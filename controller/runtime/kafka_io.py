@@ -15,18 +15,24 @@ from typing import Any, NamedTuple
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
-from aiokafka.helpers import create_ssl_context
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from assignors import TopicPartition
 from controller import logs
+from controller.adapters.connection import client_options
+from controller.adapters.metadata import topic_metadata
+from controller.adapters.metadata_scope import track_topics, track_when_idle
+from controller.adapters.offsets import (
+    committed_offsets,
+    committed_through_coordinator,
+    list_offsets,
+)
+from controller.adapters.packed_send import PackedSender, Placements
+from controller.adapters.side_loop import SideLoop
+from controller.adapters.topics import BrokerRefusalError
+from controller.config import Config
 from controller.core.handoff import Outgoing
-from controller.errors import InputError
-from controller.runtime.config import Config
-from controller.runtime.packed_send import PackedSender, Placements
-from controller.runtime.side_loop import SideLoop
 from controller.wire.assignments import (
     EPOCH_HEADER,
     GENERATION_HEADER,
@@ -34,15 +40,8 @@ from controller.wire.assignments import (
     log_entry,
 )
 from controller.wire.fencing import AssignmentView
-from controller.wire.metadata import TopicMetadata, topic_metadata
-from controller.wire.metadata_scope import track_topics, track_when_idle
-from controller.wire.offsets import (
-    EARLIEST,
-    LATEST,
-    Offsets,
-    committed_offsets,
-    list_offsets,
-)
+from controller.wire.metadata import TopicMetadata
+from controller.wire.offsets import EARLIEST, LATEST, Offsets
 from controller.wire.raw_answers import RawDecodeError
 from controller.wire.records import (
     Assignment,
@@ -55,104 +54,6 @@ from controller.wire.records import (
 from controller.wire.signing import Signer, Verifier
 
 log = logs.get("ballast.controller")
-
-
-def client_options(cfg: Config) -> dict[str, Any]:
-    """Connection settings shared by every Kafka client of the controller: bootstrap,
-    TLS and SASL. The password leaves the config only here, into the client."""
-    k = cfg.kafka
-    opts: dict[str, Any] = {
-        "bootstrap_servers": k.bootstrap_servers,
-        "security_protocol": k.security_protocol,
-    }
-    if k.security_protocol in ("SSL", "SASL_SSL"):
-        opts["ssl_context"] = create_ssl_context(
-            cafile=str(k.ssl_cafile) if k.ssl_cafile else None,
-            certfile=str(k.ssl_certfile) if k.ssl_certfile else None,
-            keyfile=str(k.ssl_keyfile) if k.ssl_keyfile else None,
-            password=k.ssl_key_password.get_secret_value() if k.ssl_key_password else None,
-        )
-    if k.sasl_mechanism and k.sasl_password is not None:
-        opts["sasl_mechanism"] = k.sasl_mechanism
-        opts["sasl_plain_username"] = k.sasl_username
-        opts["sasl_plain_password"] = k.sasl_password.get_secret_value()
-    return opts
-
-
-class BrokerRefusalError(InputError):
-    """The brokers cannot serve Ballast as configured: a topic it needs exists but cannot
-    be used as it is, or they refuse the producer or group session it asks for (the
-    message says how to fix it). Like a bad config, it stops start-up with one line and
-    exit code 2."""
-
-
-#: The configs of a topic Ballast creates: compacted, and a segment rolled at least hourly
-#: so the log cleaner can drop superseded records (only closed segments are cleaned; with
-#: Kafka's 7-day default a takeover would read every record of the week).
-COMPACTED_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.ms": str(3_600_000)}
-
-
-async def ensure_topic(
-    admin: AIOKafkaAdminClient, name: str, partitions: int, rf: int, configs: Mapping[str, str]
-) -> int | None:
-    """Create ``name`` if missing (Kafka clusters seldom create topics on first use);
-    its partition count if it existed, else None. Asks about this topic alone:
-    ``list_topics`` would fetch and decode the metadata of every partition of the
-    cluster (``metadata_scope``)."""
-    existing = (await topic_metadata(admin, [name])).counts
-    if name in existing:
-        return existing[name]
-    try:
-        await admin.create_topics([NewTopic(name, partitions, rf, topic_configs=dict(configs))])
-    except TopicAlreadyExistsError:  # another replica created it meanwhile
-        return await partition_count(admin, name)
-    return None
-
-
-async def partition_count(admin: AIOKafkaAdminClient, name: str, timeout: float = 10.0) -> int:
-    """The partition count of a topic known to exist. A new topic takes a moment to reach
-    the brokers' metadata (Apache Kafka answers UnknownTopicOrPartition until then; Tansu
-    never lags), so a replica that lost the race to create it asks again."""
-    deadline = time.monotonic() + timeout
-    while not (count := (await topic_metadata(admin, [name])).counts.get(name)):
-        if time.monotonic() > deadline:
-            raise BrokerRefusalError(f"topic {name!r} exists but no broker describes it yet")
-        await asyncio.sleep(0.1)
-    return count
-
-
-async def ensure_pipeline_topics(admin: AIOKafkaAdminClient, cfg: Config) -> None:
-    """The lag topic (latest per partition: compacted) and the samples topic (a stream),
-    created where missing. The controller and the lag job each call it before they start:
-    either may come first, and each reads what the other writes."""
-    rf, partitions = cfg.assignments.replication_factor, cfg.assignments.partitions
-    await ensure_topic(admin, cfg.lag.topic, partitions, rf, COMPACTED_TOPIC_CONFIGS)
-    if cfg.lag.samples_topic is not None:
-        await ensure_topic(admin, cfg.lag.samples_topic, partitions, rf, {})
-
-
-async def ensure_compacted_topic(
-    admin: AIOKafkaAdminClient, name: str, partitions: int, rf: int, setting: str
-) -> int:
-    """Create ``name`` compacted if missing; refuse a non-compacted one (``setting``
-    names it in the config). Returns its partition count."""
-    existing = await ensure_topic(admin, name, partitions, rf, COMPACTED_TOPIC_CONFIGS)
-    if existing is None:
-        return partitions
-    described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
-    policy = None
-    for response in described:
-        for resource in response.resources:
-            for entry in resource[4]:
-                if entry[0] == "cleanup.policy":
-                    policy = entry[1]
-    if policy is None or "compact" not in policy.split(","):
-        raise BrokerRefusalError(
-            f"topic {name!r} exists with cleanup.policy={policy!r}; Ballast's topics must "
-            f"be compacted (kafka-configs --alter --entity-type topics --entity-name {name} "
-            f"--add-config cleanup.policy=compact), or configure another name ({setting})"
-        )
-    return existing
 
 
 async def read_to_end(
@@ -505,10 +406,7 @@ class OffsetReader:
                     again = got.failed
         asked = [KafkaTP(t, p) for t, p in (_every(ppt) if again is None else again)]
         if asked:
-            fetched = await consumer._coordinator.fetch_committed_offsets(asked)
-            for tp in asked:
-                done = fetched.get(tp)
-                offset = None if done is None else done.offset
+            for tp, offset in (await committed_through_coordinator(consumer, asked)).items():
                 found[TopicPartition(tp.topic, tp.partition)] = offset
         return found
 

@@ -12,12 +12,12 @@ import asyncio
 from aiokafka.admin import AIOKafkaAdminClient
 
 from controller import logs
-from controller.runtime.config import Config
+from controller.adapters.connection import client_options
+from controller.adapters.metadata import topic_metadata
+from controller.adapters.metadata_scope import track_when_idle
+from controller.config import Config
 from controller.runtime.health import Health
-from controller.runtime.kafka_io import client_options
 from controller.runtime.startup import reason
-from controller.wire.metadata import topic_metadata
-from controller.wire.metadata_scope import track_when_idle
 
 log = logs.get("ballast.health")
 

@@ -12,8 +12,9 @@ from aiokafka import AIOKafkaConsumer
 
 from assignors import TopicPartition
 from controller import logs
-from controller.runtime.config import Config
-from controller.runtime.kafka_io import PartitionOffsets, SamplePublisher, client_options
+from controller.adapters.connection import client_options
+from controller.config import Config
+from controller.runtime.kafka_io import PartitionOffsets, SamplePublisher
 from controller.runtime.metrics import Metrics
 from controller.runtime.replica_state import ReplicaState, subscribed
 from controller.wire.records import DecodeError, LagRecord, decode, split_key

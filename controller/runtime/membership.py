@@ -22,12 +22,12 @@ import aiomqtt
 from aiokafka import AIOKafkaConsumer
 
 from controller import logs
-from controller.runtime.config import Config, MqttSettings
+from controller.adapters.connection import client_options
+from controller.adapters.presence import MqttAuth
+from controller.config import Config, MqttSettings
 from controller.runtime.health import Health
-from controller.runtime.kafka_io import client_options
 from controller.runtime.metrics import Metrics
 from controller.tasks import reraise_swallowed_cancel
-from controller.wire.presence import MqttAuth
 from controller.wire.records import DecodeError, Presence, decode, split_key
 
 log = logs.get("ballast.membership")

@@ -8,7 +8,7 @@ import contextlib
 import time
 
 from controller import logs
-from controller.runtime.config import Config
+from controller.config import Config
 from controller.runtime.replica_state import ReplicaState, subscribed
 
 log = logs.get("ballast.controller")

@@ -12,10 +12,11 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 
+from assignors import LagPolicy
 from controller import logs
-from controller.core.group import GroupState, Recovered, RejectedError
+from controller.config import Config
+from controller.core.group import GroupState, GroupTuning, Recovered, RejectedError
 from controller.runtime import collector_policy, faultpoints
-from controller.runtime.config import Config
 from controller.runtime.constraint_store import ConstraintStore
 from controller.runtime.election import ShardElection, shard_of
 from controller.runtime.group_loop import GroupLoop
@@ -222,7 +223,7 @@ class Ownership:
         topics = {t for ts in recovered.topics.values() for t in ts}
         meta = await self._state.readers[name].topic_metadata(topics)
         now = time.monotonic()
-        tuning = self.cfg.rebalance.tuning(self.cfg.lag)
+        tuning = group_tuning(self.cfg)
         heard = self._state.heard.get(name, {})
         capacities = {m: p.capacity for m, p in heard.items()}
         state = GroupState(
@@ -317,3 +318,26 @@ class Ownership:
 def state_clock(unix: float) -> float:
     """A Unix time from a record on the monotonic clock the group state runs on."""
     return time.monotonic() + (unix - time.time())
+
+
+def group_tuning(cfg: Config) -> GroupTuning:
+    """The decision core's timings and lag policy, from the ``rebalance`` and ``lag``
+    sections."""
+    r, lag = cfg.rebalance, cfg.lag
+    return GroupTuning(
+        rebalance_delay=r.delay,
+        initial_delay=r.initial_delay,
+        leave_grace=r.leave_grace,
+        handoff_timeout=r.handoff_timeout,
+        lag_smoothing=lag.smoothing,
+        lag_batch=lag.batch,
+        policy=LagPolicy(
+            trigger_ratio=r.trigger_ratio,
+            target_ratio=r.target_ratio,
+            max_moves=r.max_moves,
+            min_lag=r.min_lag,
+            min_gain=r.min_gain,
+        ),
+        lag_cooldown=r.lag_cooldown,
+        lag_backoff_max=r.lag_backoff_max,
+    )

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from assignors.events import (
+from assignors import (
     Event,
     LagUpdated,
     MemberJoined,

@@ -2,7 +2,7 @@
 run, for the tests, the benchmarks and ``ballast dev up --broker kafka``.
 
 The jars of one version are fetched once (``apache_kafka.pom.xml``) into the cache of
-``controller.tools.maven``. A node's storage is formatted the first time it is made in a
+``controller.maven``. A node's storage is formatted the first time it is made in a
 folder and started by ``BrokerProcess.start``, so a stopped node, or one made again in
 the same folder, restarts on its own log (topics, offsets and commits survive).
 Production points Ballast at its own Kafka; nothing here is used there.
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from controller.tools import maven
+from controller import maven
 from controller.tools.embedded import BrokerProcess, free_port, tansu
 
 #: The Kafka our users run (the suite's default broker).

@@ -30,7 +30,7 @@ from aiokafka import TopicPartition as KafkaTP
 
 from controller import logs
 from controller.client import ManagedConsumer
-from controller.runtime.config import Config
+from controller.config import Config
 from controller.runtime.daemon import Controller
 from controller.runtime.http import bound_port, serve
 from controller.tasks import cancel_and_wait

@@ -25,8 +25,9 @@ import time
 from pathlib import Path
 from typing import Literal
 
+from controller import maven
 from controller.errors import InputError
-from controller.tools import apache_kafka, embedded, maven
+from controller.tools import apache_kafka, embedded
 from controller.tools.embedded import CONTROLLER_USER
 from controller.wire.records import is_member_id
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -18,11 +17,11 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTP
 
 from assignors import TopicPartition
+from controller.adapters.metadata import topic_metadata
+from controller.adapters.presence import drop_link, member_client
 from controller.tasks import cancel_and_wait
 from controller.wire.assignments import READ_ISOLATION, log_entry
 from controller.wire.fencing import AssignmentView, Verdict
-from controller.wire.metadata import topic_metadata
-from controller.wire.presence import member_client
 from controller.wire.records import Assignment, LoggedFence, Presence, presence_topic
 
 
@@ -155,10 +154,7 @@ class Fleet:
     async def crash(self, name: str) -> None:
         """Drop the connection without DISCONNECT: the broker publishes the Will."""
         member = self.members.pop(name)
-        sock = member.client._client.socket()  # private, on purpose: simulating a crash
-        if isinstance(sock, socket.socket):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        drop_link(member.client)
         with contextlib.suppress(Exception):
             await member.client.__aexit__(None, None, None)
 

@@ -4,10 +4,9 @@ controller, every client, ``ballast audit`` and the simulated fleet read it this
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import Any
-
-from aiokafka.partitioner import murmur2
 
 from controller.wire.records import (
     MAX_COUNTER,
@@ -33,8 +32,30 @@ EPOCH_HEADER = "ballast-epoch"
 
 def assignments_partition(key: bytes, partitions: int) -> int:
     """Kafka's default partitioner: murmur2 of the key, as the controller's producer uses."""
-    hashed: int = murmur2(key)
-    return (hashed & 0x7FFFFFFF) % partitions
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+_M32 = 0xFFFFFFFF
+
+
+def murmur2(data: bytes) -> int:
+    """MurmurHash2 as Kafka's clients compute it (``Utils.murmur2``, seed 0x9747b28c), as
+    an unsigned 32-bit number: every Kafka client places a keyed record by it."""
+    m, length = 0x5BD1E995, len(data)
+    h = 0x9747B28C ^ length
+    whole = length - length % 4
+    for (word,) in struct.iter_unpack("<I", data[:whole]):
+        k = (word * m) & _M32
+        k ^= k >> 24
+        h = ((h * m) & _M32) ^ ((k * m) & _M32)
+    tail = data[whole:]
+    if tail:
+        for at in range(len(tail) - 1, -1, -1):
+            h ^= tail[at] << (8 * at)
+        h = (h * m) & _M32
+    h ^= h >> 13
+    h = (h * m) & _M32
+    return h ^ (h >> 15)
 
 
 def log_entry(

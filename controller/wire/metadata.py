@@ -6,27 +6,20 @@ dicts: at 100 000 partitions ~0.8 s of CPU, at a million ten times that, every
 ``kafka.metadata_interval``, in a worker thread that holds the GIL most of that time.
 The controller needs two things per partition: that it exists, and the racks of its
 replicas. This reads those with ``struct`` at known offsets and skips the rest, for the
-versions aiokafka's ``MetadataRequest`` asks for (0 to 5, none of them flexible).
+versions aiokafka's ``MetadataRequest`` asks for (0 to 5, none of them flexible);
+``controller.adapters.metadata`` asks.
 """
 
 from __future__ import annotations
 
-import asyncio
 import struct
-from collections.abc import Iterable
 from typing import NamedTuple
 
-from aiokafka.protocol.metadata import MetadataRequest
-
-from assignors import TopicPartition, collector_paused
-from assignors.racks import valid_rack
-from controller.wire.metadata_scope import Client, inner_client
+from assignors import TopicPartition, valid_rack
 from controller.wire.raw_answers import (
     I16,
     I32,
-    AnsweredUndecoded,
     RawDecodeError,
-    Undecoded,
     read_checked,
     read_count,
     read_string,
@@ -118,30 +111,3 @@ def _read(version: int, buf: bytes) -> TopicMetadata:
 def _racks_of(replicas: bytes, rack_of: dict[int, str]) -> frozenset[str]:
     nodes = struct.unpack(f">{len(replicas) // 4}i", replicas)
     return frozenset(rack_of[n] for n in nodes if n in rack_of)
-
-
-class _MetadataRequestDecodedByCaller(AnsweredUndecoded, MetadataRequest):  # type: ignore[misc]
-    """The connection decodes a response in the event loop; for 100 000 partitions
-    that held the loop for ~0.9 s (every due rebalance waited). This request's response
-    reaches the caller undecoded, to be decoded in a thread."""
-
-
-def _read_paused(response: Undecoded) -> TopicMetadata:
-    with collector_paused():
-        return read_metadata(response.version, response.body())
-
-
-async def topic_metadata(client: Client, topics: Iterable[str]) -> TopicMetadata:
-    """Partition counts and replica racks, from one Metadata request through any of our
-    clients. aiokafka's own calls either ask about every topic of the cluster
-    (``list_topics``, ``describe_cluster``, a consumer's ``topics()``, which does not even
-    keep what it learnt) or let the broker create a topic they merely name; this asks
-    only about ours and creates nothing. The answer is handed over undecoded and read in
-    a worker thread: one entry per partition must not hold the event loop."""
-    wanted = sorted(set(topics))
-    if not wanted:
-        return TopicMetadata({}, {}, [])
-    inner = inner_client(client)
-    request = _MetadataRequestDecodedByCaller(wanted, allow_auto_topic_creation=False)
-    response: Undecoded = await inner.send(inner.get_random_node(), request)
-    return await asyncio.to_thread(_read_paused, response)

@@ -1,16 +1,17 @@
-"""Kafka responses handed to the caller as bytes, and the primitives to read them.
+"""The primitives that read Kafka responses from their bytes.
 
 aiokafka decodes every response in the event loop that reads it, into a Python object
 per field of every partition. For the answers that name every partition of a fleet
 (Metadata, ListOffsets, OffsetFetch) that is most of the controller's CPU at 100 000
-partitions; the modules beside this one read only the fields they need, with ``struct``.
+partitions; the modules beside this one read only the fields they need, with ``struct``
+(``controller.adapters.undecoded`` hands them the bytes).
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -20,41 +21,6 @@ I32 = struct.Struct(">i")
 
 class RawDecodeError(ValueError):
     """The bytes are not a response of the kind and version they were asked as."""
-
-
-class Undecoded(NamedTuple):
-    """A response as the connection received it, and the type that would decode it."""
-
-    kind: Any
-    data: Any
-
-    @property
-    def version(self) -> int:
-        return int(self.kind.API_VERSION)
-
-    def body(self) -> bytes:
-        """The response after its header."""
-        return bytes(self.data.read())
-
-
-class _LeaveUndecoded:
-    """Stands in for a response type: the connection's ``decode`` keeps the bytes."""
-
-    def __init__(self, kind: Any) -> None:
-        self.kind = kind
-
-    def decode(self, data: Any) -> Undecoded:
-        return Undecoded(self.kind, data)
-
-
-class AnsweredUndecoded:
-    """Mixed into an aiokafka request builder (first base): whichever version the
-    connection negotiates, the response reaches the caller as ``Undecoded``."""
-
-    def build(self, request_struct_class: Any) -> Any:
-        struct_ = super().build(request_struct_class)  # type: ignore[misc]
-        struct_.RESPONSE_TYPE = _LeaveUndecoded(request_struct_class.RESPONSE_TYPE)
-        return struct_
 
 
 def read_count(buf: bytes, at: int) -> tuple[int, int]:

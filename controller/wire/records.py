@@ -25,10 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from assignors import TopicPartition
-from assignors.capacity import MAX_CAPACITY
-from assignors.racks import check_rack
-from assignors.types import MAX_PARTITION
+from assignors import MAX_CAPACITY, MAX_PARTITION, TopicPartition, check_rack
 
 SCHEMA_VERSION: Literal[1] = 1
 _new_tuple = tuple.__new__

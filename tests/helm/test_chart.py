@@ -13,7 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from controller.runtime.config import load_config
+from controller.config import load_config
 
 ROOT = Path(__file__).parents[2]
 CHART = ROOT / "helm" / "ballast"

@@ -16,7 +16,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError
 
-from controller.runtime.config import Config
+from controller.config import Config
 from controller.tools import apache_kafka, embedded
 from controller.wire.records import OffsetSample, partition_key
 from tests.brokers import BROKER

@@ -38,7 +38,7 @@ def test_a_batch_never_asks_about_every_topic_of_the_cluster(
 ) -> None:
     """Planning a batch and reading a range each end with their consumer assigned
     nothing, which makes aiokafka refresh its metadata about every topic of the cluster
-    (``controller/wire/metadata_scope.py``): per batch and per partition read, seconds
+    (``controller/adapters/metadata_scope.py``): per batch and per partition read, seconds
     of decoding in a large cluster. Every Metadata request the source sends is recorded."""
     topic = names[1]
     asyncio.run(_three_records(kafka.address, topic))

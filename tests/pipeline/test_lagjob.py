@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from controller.runtime.config import PipelineSettings
+from controller.config import PipelineSettings
 from controller.wire.records import LagRecord
 from pipeline.lagjob import RECORD_FIELDS, lag_records
 

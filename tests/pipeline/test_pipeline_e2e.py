@@ -18,7 +18,7 @@ from aiokafka import TopicPartition as KafkaTP
 
 from assignors import TopicPartition
 from controller.client import ManagedConsumer
-from controller.runtime.config import Config
+from controller.config import Config
 from controller.tools import embedded
 from controller.wire.records import OffsetSample, partition_key
 from tests.brokers import make_config

@@ -18,9 +18,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
 from assignors import STRATEGIES, TopicPartition, assign
+from controller.adapters.group_protocol import BallastAssignor
 from controller.client import GroupLag, group_assignor
 from controller.tools import embedded
-from controller.wire.group_protocol import BallastAssignor
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat]
 

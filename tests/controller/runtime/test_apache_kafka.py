@@ -27,16 +27,16 @@ from kafka.admin import (
 )
 
 from assignors import TopicPartition
+from controller.adapters.metadata import topic_metadata
+from controller.adapters.topics import BrokerRefusalError
 from controller.client.consumer import ManagedConsumer
-from controller.runtime.config import Config
+from controller.config import Config
 from controller.runtime.daemon import Controller
 from controller.runtime.group_view import group_view
-from controller.runtime.kafka_io import BrokerRefusalError
 from controller.tasks import cancel_and_wait
 from controller.tools import apache_kafka, embedded
 from controller.tools.audit import run_audit
 from controller.wire.assignments import READ_ISOLATION
-from controller.wire.metadata import topic_metadata
 from controller.wire.records import Assignment, assignment_key
 from tests.brokers import make_config, needs_kafka
 from tests.controller.runtime.test_controller import running

@@ -19,14 +19,14 @@ from aiokafka.conn import AIOKafkaConnection
 from aiokafka.protocol.metadata import MetadataRequest
 
 from assignors import TopicPartition
+from controller.adapters.metadata import topic_metadata
+from controller.adapters.topics import ensure_compacted_topic
 from controller.client.consumer import ManagedConsumer
-from controller.runtime import kafka_io
-from controller.runtime.config import Config
+from controller.config import Config
 from controller.runtime.daemon import Controller
 from controller.runtime.group_view import group_view
 from controller.tools import embedded
 from controller.tools.simfleet import Fleet
-from controller.wire.metadata import topic_metadata
 from controller.wire.records import Presence
 from tests.brokers import make_config, needs_kafka, records_and_commits
 
@@ -327,7 +327,7 @@ async def test_refuses_a_non_compacted_assignments_topic(
 ) -> None:
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: PLC0415
 
-    from controller.runtime.kafka_io import BrokerRefusalError  # noqa: PLC0415
+    from controller.adapters.topics import BrokerRefusalError  # noqa: PLC0415
 
     bad = f"plain-{names[0]}"
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
@@ -673,7 +673,7 @@ async def test_a_member_started_before_the_assignments_topic_exists_does_not_cre
         await admin.start()
         try:
             assert (await topic_metadata(admin, [assignments])).counts == {}
-            await kafka_io.ensure_compacted_topic(admin, assignments, 3, 1, "assignments.name")
+            await ensure_compacted_topic(admin, assignments, 3, 1, "assignments.name")
         finally:
             await admin.close()
         async with asyncio.timeout(30):

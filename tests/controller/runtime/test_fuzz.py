@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from controller.config import Config, load_config
 from controller.core.group import GroupState, GroupTuning, Recovered, RejectedError
 from controller.errors import InputError
-from controller.runtime.config import Config, load_config
 from controller.runtime.lag_ingest import LagIngest
 from controller.runtime.membership import KafkaHeartbeats, MqttPresence, Sink
 from controller.runtime.metrics import Metrics

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from assignors import TopicPartition
+from controller.config import Config
 from controller.core.group import GroupState, GroupTuning
-from controller.runtime.config import Config
 from controller.runtime.group_loop import GroupLoop
 from controller.runtime.metrics import Metrics
 from controller.runtime.replica_state import ManagedGroup

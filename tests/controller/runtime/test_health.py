@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from controller.config import Config
 from controller.runtime import daemon
-from controller.runtime.config import Config
 from controller.runtime.daemon import Controller
 from controller.runtime.health import Health
 from controller.runtime.metrics import Metrics

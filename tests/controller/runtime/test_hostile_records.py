@@ -16,7 +16,7 @@ from aiokafka import AIOKafkaProducer
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from controller.client.consumer import INVALID_RECORDS, ManagedConsumer
-from controller.runtime.config import Config
+from controller.config import Config
 from controller.runtime.daemon import Controller
 from controller.tools import embedded
 from controller.tools.audit import run_audit

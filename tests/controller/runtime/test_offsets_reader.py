@@ -13,10 +13,10 @@ from aiokafka import TopicPartition as KafkaTP
 from aiokafka.partitioner import DefaultPartitioner
 
 from assignors import TopicPartition
+from controller.adapters import offsets as adapter_offsets
 from controller.runtime import kafka_io
 from controller.runtime.kafka_io import OffsetReader, PartitionOffsets, SamplePublisher
 from controller.tools import embedded
-from controller.wire import offsets as wire_offsets
 from controller.wire.offsets import Offsets
 from controller.wire.raw_answers import RawDecodeError
 from tests.brokers import make_config, read_records, records_and_commits
@@ -89,7 +89,7 @@ async def test_what_the_fast_read_cannot_answer_is_asked_again_through_aiokafka(
     group = names[0]
     await records_and_commits(kafka.address, group, topic)
     hit = [TP(topic, 0), TP(topic, 7)]
-    listed, fetched = wire_offsets.list_offsets, wire_offsets.committed_offsets
+    listed, fetched = adapter_offsets.list_offsets, adapter_offsets.committed_offsets
 
     def faulty(got: Offsets) -> Offsets:
         if fault == "unreadable":

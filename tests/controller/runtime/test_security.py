@@ -22,9 +22,9 @@ from pathlib import Path
 import aiomqtt
 import pytest
 
+from controller.adapters.presence import MqttAuth
 from controller.client import ManagedConsumer
 from controller.tools import embedded
-from controller.wire.presence import MqttAuth
 from tests.brokers import kafka_yaml, start_daemon
 from tests.certs import server_cert
 

@@ -15,13 +15,12 @@ from aiokafka.protocol.metadata import MetadataResponse_v1
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assignors import TopicPartition
-from assignors.racks import valid_rack
+from assignors import TopicPartition, valid_rack
+from controller.adapters import metadata as adapter_metadata
+from controller.adapters.undecoded import Undecoded
 from controller.runtime.kafka_io import OffsetReader
 from controller.tools import embedded
-from controller.wire import metadata as wire_metadata
 from controller.wire.metadata import MetadataDecodeError, TopicMetadata, read_metadata
-from controller.wire.raw_answers import Undecoded
 from tests.brokers import make_config
 
 TP = TopicPartition
@@ -94,7 +93,7 @@ async def test_the_readers_answers_are_read_off_the_controllers_event_loop(
     side = f"ballast-offsets-{names[0]}"
     read_on: set[str] = set()
     decoded_in: list[str] = []
-    handle, read = AIOKafkaConnection._handle_frame, wire_metadata._read_paused
+    handle, read = AIOKafkaConnection._handle_frame, adapter_metadata._read_paused
 
     def reading(self: AIOKafkaConnection, resp: bytes) -> Any:
         read_on.add(threading.current_thread().name)
@@ -105,7 +104,7 @@ async def test_the_readers_answers_are_read_off_the_controllers_event_loop(
         return read(response)
 
     monkeypatch.setattr(AIOKafkaConnection, "_handle_frame", reading)
-    monkeypatch.setattr(wire_metadata, "_read_paused", decoding)
+    monkeypatch.setattr(adapter_metadata, "_read_paused", decoding)
     reader = OffsetReader(make_config(kafka, mqtt, names[0]), names[0])
     await reader.start()
     try:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from controller import logs
+from controller.config import Config, env_overrides, load_config
 from controller.errors import InputError
-from controller.runtime.config import Config, env_overrides, load_config
 from controller.runtime.daemon import Controller
 from controller.runtime.http import bound_port, serve
 from controller.runtime.membership import MqttPresence, Sink

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assignors import TopicPartition
+from controller.adapters.offsets import by_leader_of
 from controller.wire.offsets import (
     Offsets,
-    by_leader_of,
     encode_list_offsets,
     encode_offset_fetch,
     read_list_offsets,

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from assignors.types import MAX_PARTITION
+from assignors import MAX_PARTITION
 from controller.wire import records
 from controller.wire.records import MAX_OFFSET, OffsetSample, encode_samples, partition_key
 

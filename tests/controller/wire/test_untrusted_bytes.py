@@ -26,11 +26,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.runtime.config import Config
+from controller.adapters.group_protocol import group_assignor
+from controller.config import Config
 from controller.runtime.membership import KafkaHeartbeats, MqttPresence, Sink
 from controller.runtime.metrics import Metrics
 from controller.wire.assignments import EPOCH_HEADER, GENERATION_HEADER, log_entry
-from controller.wire.group_protocol import UserData, group_assignor
+from controller.wire.group_protocol import UserData
 from controller.wire.metadata import read_metadata
 from controller.wire.offsets import read_list_offsets, read_offset_fetch
 from controller.wire.raw_answers import RawDecodeError

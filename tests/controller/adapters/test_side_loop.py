@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from controller.runtime.side_loop import SideLoop
+from controller.adapters.side_loop import SideLoop
 
 
 async def _sleeps_until_cancelled(started: threading.Event, cancelled: threading.Event) -> None:

@@ -28,7 +28,7 @@ def inner_client(client: Client) -> AIOKafkaClient:
     """The connection pool and cluster metadata a consumer, producer or admin client wraps
     (the producer names it ``client``, the others ``_client``)."""
     inner: AIOKafkaClient = (
-        client.client if isinstance(client, AIOKafkaProducer) else client._client
+        client.client if isinstance(client, AIOKafkaProducer) else client._client  # private
     )
     return inner
 

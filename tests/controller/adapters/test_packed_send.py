@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from controller.runtime import packed_send
-from controller.runtime.packed_send import PackedSender, Placements
+from controller.adapters import packed_send
+from controller.adapters.packed_send import PackedSender, Placements
 from controller.tools import embedded
 from tests.brokers import read_records
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from controller.cli import main
+from controller.config import applied_overrides, load_config, misspelt_overrides
 from controller.errors import InputError
-from controller.runtime.config import applied_overrides, load_config, misspelt_overrides
 
-EXAMPLE = Path(__file__).parents[3] / "config" / "ballast.yaml"
+EXAMPLE = Path(__file__).parents[2] / "config" / "ballast.yaml"
 
 
 def test_example_config_is_valid_and_documented_defaults_hold() -> None:

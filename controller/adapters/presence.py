@@ -4,6 +4,8 @@ clears it when the member's connection dies without DISCONNECT."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,11 +38,13 @@ def member_client(
 
 
 class _MemberClient(aiomqtt.Client):
-    """aiomqtt 2.x registers paho's socket for writing with ``call_soon_threadsafe(
-    add_writer, fd, ...)``. When the socket closes before the loop runs that (a leave's
-    DISCONNECT right after its last publish, or ``ManagedConsumer.abort``), asyncio logs
-    an error with a traceback for a closed descriptor. The write would go nowhere, so a
-    registration for a socket that is no longer open is skipped."""
+    """Overrides a private callback of aiomqtt's (``_on_socket_register_write``, which
+    uses ``_loop`` and ``_disconnected``). aiomqtt 2.x registers paho's socket for
+    writing with ``call_soon_threadsafe(add_writer, fd, ...)``. When the socket closes
+    before the loop runs that (a leave's DISCONNECT right after its last publish, or
+    ``ManagedConsumer.abort``), asyncio logs an error with a traceback for a closed
+    descriptor. The write would go nowhere, so a registration for a socket that is no
+    longer open is skipped."""
 
     def _on_socket_register_write(
         self,
@@ -60,6 +64,17 @@ class _MemberClient(aiomqtt.Client):
                 self._loop.add_writer(fd, write)
 
         self._loop.call_soon_threadsafe(register, sock.fileno())
+
+
+def drop_link(client: aiomqtt.Client) -> None:
+    """Shut the client's socket down without DISCONNECT, as a killed process would leave
+    it: the broker publishes the Will. For fault injection (``ManagedConsumer.abort``, the
+    simulated fleet's crashes); aiomqtt offers no call for it, so this reaches paho's
+    client (private: ``aiomqtt.Client._client``)."""
+    sock = client._client.socket()
+    if isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 @dataclass(frozen=True)

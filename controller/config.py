@@ -28,9 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from assignors import LagPolicy
-from assignors.constraints import check_constraints
-from controller.core.group import GroupTuning
+from assignors import check_constraints
 from controller.errors import InputError
 from controller.wire.records import ConstraintSet, Name
 from controller.wire.signing import KeyFileError, Signer
@@ -255,25 +253,6 @@ class RebalanceSettings(_Section):
         if self.target_ratio > self.trigger_ratio:
             raise ValueError("target_ratio must not exceed trigger_ratio")
         return self
-
-    def tuning(self, lag: LagSettings) -> GroupTuning:
-        return GroupTuning(
-            rebalance_delay=self.delay,
-            initial_delay=self.initial_delay,
-            leave_grace=self.leave_grace,
-            handoff_timeout=self.handoff_timeout,
-            lag_smoothing=lag.smoothing,
-            lag_batch=lag.batch,
-            policy=LagPolicy(
-                trigger_ratio=self.trigger_ratio,
-                target_ratio=self.target_ratio,
-                max_moves=self.max_moves,
-                min_lag=self.min_lag,
-                min_gain=self.min_gain,
-            ),
-            lag_cooldown=self.lag_cooldown,
-            lag_backoff_max=self.lag_backoff_max,
-        )
 
 
 class HaSettings(_Section):
