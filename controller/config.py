@@ -305,7 +305,10 @@ class AssignmentsTopic(_Section):
     constraints_topic: Name = "ballast.constraints"
     #: Used only when Ballast creates the topic.
     partitions: Annotated[int, Field(ge=1, le=10_000)] = 12
-    replication_factor: Annotated[int, Field(ge=1, le=32)] = 1
+    #: Replicas of every topic Ballast creates (assignments, constraints, lag, samples,
+    #: heartbeats, control). Unset: 3, or every broker of a smaller cluster; more than the
+    #: cluster's brokers is refused at start.
+    replication_factor: Annotated[int, Field(ge=1, le=32)] | None = None
 
 
 class HttpSettings(_Section):

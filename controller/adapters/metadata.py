@@ -34,7 +34,7 @@ async def topic_metadata(client: Client, topics: Iterable[str]) -> TopicMetadata
     a worker thread: one entry per partition must not hold the event loop."""
     wanted = sorted(set(topics))
     if not wanted:
-        return TopicMetadata({}, {}, [])
+        return TopicMetadata({}, {}, [], 0, {})
     inner = inner_client(client)
     request = _MetadataRequestDecodedByCaller(wanted, allow_auto_topic_creation=False)
     response: Undecoded = await inner.send(inner.get_random_node(), request)

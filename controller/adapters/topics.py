@@ -1,20 +1,31 @@
-"""The topics Ballast creates and checks: the compacted assignments, lag and constraints
-topics and the samples stream. Created where missing (Kafka clusters seldom create
-topics on first use); one that exists but cannot serve is refused with the fix."""
+"""The topics Ballast creates and checks: the compacted assignments, constraints, lag and
+heartbeat topics, the samples stream, the control topic. Created where missing (Kafka
+clusters seldom create topics on first use) with the settings of
+``controller.wire.topic_settings``; one that exists but cannot serve is refused with the
+fix, and each of its settings that puts Ballast's state at risk is logged as a warning."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from typing import NamedTuple
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import TopicAlreadyExistsError
 
+from controller import logs
 from controller.adapters.metadata import topic_metadata
 from controller.config import Config
 from controller.errors import InputError
+from controller.wire.topic_settings import (
+    Unsafe,
+    created_configs,
+    replication_factor,
+    unsafe_settings,
+)
+
+log = logs.get("ballast.topics")
 
 
 class BrokerRefusalError(InputError):
@@ -24,27 +35,86 @@ class BrokerRefusalError(InputError):
     exit code 2."""
 
 
-#: The configs of a topic Ballast creates: compacted, and a segment rolled at least hourly
-#: so the log cleaner can drop superseded records (only closed segments are cleaned; with
-#: Kafka's 7-day default a takeover would read every record of the week).
-COMPACTED_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.ms": str(3_600_000)}
+class Ensured(NamedTuple):
+    """A topic Ballast needs, as it found or made it."""
+
+    partitions: int
+    #: Created now (with ``partitions``) rather than found.
+    created: bool
+    #: What in a found topic's settings puts Ballast's state at risk (each logged).
+    unsafe: list[Unsafe]
 
 
 async def ensure_topic(
-    admin: AIOKafkaAdminClient, name: str, partitions: int, rf: int, configs: Mapping[str, str]
-) -> int | None:
-    """Create ``name`` if missing (Kafka clusters seldom create topics on first use);
-    its partition count if it existed, else None. Asks about this topic alone:
-    ``list_topics`` would fetch and decode the metadata of every partition of the
+    admin: AIOKafkaAdminClient,
+    name: str,
+    partitions: int,
+    replicas: int | None,
+    *,
+    compacted: bool,
+    setting: str,
+    required: bool = False,
+) -> Ensured:
+    """Create ``name`` if missing, with ``replicas`` replicas (None: three, or every
+    broker of a smaller cluster) and the settings of ``topic_settings``; take a topic that
+    exists as it is, warning about each unsafe setting. ``required``: a compacted topic
+    that is not compacted is refused. ``setting`` names the config key of the topic's
+    name, and ``replicas``' is ``assignments.replication_factor``. Asks about this topic
+    alone: ``list_topics`` would fetch and decode the metadata of every partition of the
     cluster (``metadata_scope``)."""
-    existing = (await topic_metadata(admin, [name])).counts
-    if name in existing:
-        return existing[name]
-    try:
-        await admin.create_topics([NewTopic(name, partitions, rf, topic_configs=dict(configs))])
-    except TopicAlreadyExistsError:  # another replica created it meanwhile
-        return await partition_count(admin, name)
-    return None
+    meta = await topic_metadata(admin, [name])
+    if name not in meta.counts:
+        try:
+            rf = replication_factor(replicas, meta.brokers, "assignments.replication_factor")
+        except ValueError as exc:
+            raise BrokerRefusalError(f"cannot create topic {name!r} ({setting}): {exc}") from None
+        settings = created_configs(rf, compacted=compacted)
+        try:
+            await admin.create_topics([NewTopic(name, partitions, rf, topic_configs=settings)])
+        except TopicAlreadyExistsError:  # another replica created it meanwhile
+            return Ensured(await partition_count(admin, name), False, [])
+        if rf < 3:
+            log.warning(
+                "topic_replication_below_3",
+                topic=name,
+                replicas=rf,
+                brokers=meta.brokers,
+                detail="the cluster has fewer than 3 brokers: the topic does not survive "
+                "the loss of one",
+            )
+        log.info("topic_created", topic=name, partitions=partitions, replicas=rf, configs=settings)
+        return Ensured(partitions, True, [])
+    configs = await _described(admin, name)
+    policy = configs.get("cleanup.policy")
+    if required and (policy is None or "compact" not in policy.split(",")):
+        raise BrokerRefusalError(
+            f"topic {name!r} exists with cleanup.policy={policy!r}; Ballast's topics must "
+            f"be compacted (kafka-configs --alter --entity-type topics --entity-name {name} "
+            f"--add-config cleanup.policy=compact), or configure another name ({setting})"
+        )
+    unsafe = unsafe_settings(
+        name, configs, meta.replicas.get(name, 0), meta.brokers, compacted=compacted
+    )
+    for found in unsafe:
+        log.warning(
+            "unsafe_topic_setting",
+            topic=name,
+            setting=found.setting,
+            value=found.value,
+            detail=found.why,
+        )
+    return Ensured(meta.counts[name], False, unsafe)
+
+
+async def _described(admin: AIOKafkaAdminClient, name: str) -> dict[str, str | None]:
+    """A topic's configs as the broker states them."""
+    described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
+    configs: dict[str, str | None] = {}
+    for response in described:
+        for resource in response.resources:
+            for entry in resource[4]:
+                configs[str(entry[0])] = None if entry[1] is None else str(entry[1])
+    return configs
 
 
 async def partition_count(admin: AIOKafkaAdminClient, name: str, timeout: float = 10.0) -> int:
@@ -59,35 +129,23 @@ async def partition_count(admin: AIOKafkaAdminClient, name: str, timeout: float 
     return count
 
 
-async def ensure_pipeline_topics(admin: AIOKafkaAdminClient, cfg: Config) -> None:
+async def ensure_pipeline_topics(admin: AIOKafkaAdminClient, cfg: Config) -> list[Unsafe]:
     """The lag topic (latest per partition: compacted) and the samples topic (a stream),
     created where missing. The controller and the lag job each call it before they start:
     either may come first, and each reads what the other writes."""
     rf, partitions = cfg.assignments.replication_factor, cfg.assignments.partitions
-    await ensure_topic(admin, cfg.lag.topic, partitions, rf, COMPACTED_TOPIC_CONFIGS)
+    lag = await ensure_topic(
+        admin, cfg.lag.topic, partitions, rf, compacted=True, setting="lag.topic"
+    )
+    unsafe = lag.unsafe
     if cfg.lag.samples_topic is not None:
-        await ensure_topic(admin, cfg.lag.samples_topic, partitions, rf, {})
-
-
-async def ensure_compacted_topic(
-    admin: AIOKafkaAdminClient, name: str, partitions: int, rf: int, setting: str
-) -> int:
-    """Create ``name`` compacted if missing; refuse a non-compacted one (``setting``
-    names it in the config). Returns its partition count."""
-    existing = await ensure_topic(admin, name, partitions, rf, COMPACTED_TOPIC_CONFIGS)
-    if existing is None:
-        return partitions
-    described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
-    policy = None
-    for response in described:
-        for resource in response.resources:
-            for entry in resource[4]:
-                if entry[0] == "cleanup.policy":
-                    policy = entry[1]
-    if policy is None or "compact" not in policy.split(","):
-        raise BrokerRefusalError(
-            f"topic {name!r} exists with cleanup.policy={policy!r}; Ballast's topics must "
-            f"be compacted (kafka-configs --alter --entity-type topics --entity-name {name} "
-            f"--add-config cleanup.policy=compact), or configure another name ({setting})"
+        samples = await ensure_topic(
+            admin,
+            cfg.lag.samples_topic,
+            partitions,
+            rf,
+            compacted=False,
+            setting="lag.samples_topic",
         )
-    return existing
+        unsafe = unsafe + samples.unsafe
+    return unsafe

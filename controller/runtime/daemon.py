@@ -21,8 +21,6 @@ from aiokafka.admin import AIOKafkaAdminClient
 from controller import logs
 from controller.adapters.connection import client_options
 from controller.adapters.topics import (
-    COMPACTED_TOPIC_CONFIGS,
-    ensure_compacted_topic,
     ensure_pipeline_topics,
     ensure_topic,
 )
@@ -111,6 +109,8 @@ class Controller:
             reading(g, cap) for _, g in sorted(self.state.groups.items())
         ]
         self.metrics.rebalance_delay.set(cfg.rebalance.delay)
+        for group in cfg.groups:  # a group no replica leads reads 0 everywhere, not absent
+            self.metrics.leader.labels(group.name).set(0)
 
     @property
     def groups(self) -> dict[str, ManagedGroup]:
@@ -186,17 +186,29 @@ class Controller:
                 await admin.start()
             rf, partitions = cfg.assignments.replication_factor, cfg.assignments.partitions
             # Read as "latest per key": they must be compacted.
-            await ensure_compacted_topic(
-                admin, cfg.assignments.name, partitions, rf, "assignments.name"
-            )
-            await ensure_compacted_topic(
-                admin, cfg.assignments.constraints_topic, 1, rf, "assignments.constraints_topic"
-            )
+            found = [
+                await ensure_topic(
+                    admin, name, count, rf, compacted=True, required=True, setting=setting
+                )
+                for name, count, setting in (
+                    (cfg.assignments.name, partitions, "assignments.name"),
+                    (cfg.assignments.constraints_topic, 1, "assignments.constraints_topic"),
+                )
+            ]
+            unsafe = [u for ensured in found for u in ensured.unsafe]
             if cfg.membership.source == "kafka":  # read from where it is: taken as it is
-                heartbeats = cfg.membership.heartbeat_topic
-                await ensure_topic(admin, heartbeats, partitions, rf, COMPACTED_TOPIC_CONFIGS)
+                heartbeats = await ensure_topic(
+                    admin,
+                    cfg.membership.heartbeat_topic,
+                    partitions,
+                    rf,
+                    compacted=True,
+                    setting="membership.heartbeat_topic",
+                )
+                unsafe += heartbeats.unsafe
             if cfg.lag.source == "topic" or cfg.lag.samples_topic is not None:
-                await ensure_pipeline_topics(admin, cfg)
+                unsafe += await ensure_pipeline_topics(admin, cfg)
+            self.metrics.unsafe_topic_settings.set(len(unsafe))
         finally:
             await admin.close()
 

@@ -195,11 +195,17 @@ async def ensure_control_topic(cfg: Config) -> None:
     admin = AIOKafkaAdminClient(client_id=f"{cfg.kafka.client_id}-admin", **client_options(cfg))
     await admin.start()
     try:
-        found = await ensure_topic(admin, ha.control_topic, ha.shards, 1, {})
+        ensured = await ensure_topic(
+            admin,
+            ha.control_topic,
+            ha.shards,
+            cfg.assignments.replication_factor,
+            compacted=False,
+            setting="ha.control_topic",
+        )
     finally:
         await admin.close()
-    if found is None:  # we created it, with ha.shards partitions
-        return
+    found = ensured.partitions
     if found != ha.shards:
         raise BrokerRefusalError(
             f"control topic {ha.control_topic!r} has {found} partitions but ha.shards is "

@@ -174,6 +174,12 @@ class Metrics:
             buckets=DURATION_BUCKETS,
             registry=r,
         )
+        self.unsafe_topic_settings = Gauge(
+            "ballast_unsafe_topic_settings",
+            "Settings of Ballast's existing topics that put its state at risk, found at "
+            "start (each logged as unsafe_topic_setting, with the fix).",
+            registry=r,
+        )
         self.rebalance_delay = Gauge(
             "ballast_rebalance_delay_seconds",
             "Configured coalescing delay before a membership rebalance (rebalance.delay).",

@@ -39,6 +39,10 @@ class TopicMetadata(NamedTuple):
     racks: dict[TopicPartition, frozenset[str]]
     #: Broker racks that no ``client.rack`` could match (whitespace, control characters).
     unusable_racks: list[str]
+    #: Brokers the answer lists (0: nothing was asked).
+    brokers: int
+    #: Replicas of each topic's first partition: its replication factor.
+    replicas: dict[str, int]
 
 
 class MetadataDecodeError(RawDecodeError):
@@ -72,6 +76,7 @@ def _read(version: int, buf: bytes) -> TopicMetadata:
     if version >= 1:
         at += 4  # controller_id
     counts: dict[str, int] = {}
+    replicated: dict[str, int] = {}
     racks: dict[TopicPartition, frozenset[str]] = {}
     #: replica list (its bytes) -> the racks it spans: clusters have few distinct lists.
     spans: dict[bytes, frozenset[str]] = {}
@@ -83,6 +88,7 @@ def _read(version: int, buf: bytes) -> TopicMetadata:
         if version >= 1:
             at += 1  # is_internal
         parts, at = read_count(buf, at)
+        first = max(head(buf, at)[3], 0) if parts else 0
         mine: dict[TopicPartition, frozenset[str]] = {}
         for _ in range(parts):  # the hot loop: local names, few calls
             _, partition, _, replicas = head(buf, at)
@@ -102,10 +108,11 @@ def _read(version: int, buf: bytes) -> TopicMetadata:
             mine[_new_tuple(TopicPartition, (topic, partition))] = named
         if error == 0 and topic is not None:
             counts[topic] = parts
+            replicated[topic] = first
             racks.update(mine)
     if at != len(buf):
         raise MetadataDecodeError(f"Metadata v{version} response: {len(buf) - at} bytes left over")
-    return TopicMetadata(counts, racks, sorted(set(unusable)))
+    return TopicMetadata(counts, racks, sorted(set(unusable)), brokers, replicated)
 
 
 def _racks_of(replicas: bytes, rack_of: dict[int, str]) -> frozenset[str]:

@@ -15,6 +15,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaConnectionError, TopicAuthorizationFailedError
 from kafka.admin import (
     ACL,
@@ -28,7 +29,7 @@ from kafka.admin import (
 
 from assignors import TopicPartition
 from controller.adapters.metadata import topic_metadata
-from controller.adapters.topics import BrokerRefusalError
+from controller.adapters.topics import BrokerRefusalError, ensure_topic, partition_count
 from controller.client.consumer import ManagedConsumer
 from controller.config import Config
 from controller.runtime.daemon import Controller
@@ -170,6 +171,53 @@ async def test_partitions_follow_the_racks_the_brokers_report(
             want = {"ma": by_rack["a"], "mb": by_rack["b"], "mc2": by_rack["c"]}
             await until(lambda: held(fleet) == want, 60, "rack c's partitions back in rack c")
             assert cross_rack(g) == 0
+
+
+async def test_topics_are_created_to_survive_a_broker_and_risky_ones_are_named(
+    zoned: apache_kafka.KafkaCluster, names: tuple[str, str]
+) -> None:
+    """On three brokers an unset replication factor means three replicas and
+    ``min.insync.replicas`` 2, compaction settings stated; asking for four is refused
+    before Kafka is asked; a topic made by hand with one replica, unclean leader
+    election and Kafka's weekly segments is taken, with each named."""
+    made, hand_made = f"made-{names[0]}", f"hand-{names[0]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=zoned.address)
+    await admin.start()
+    try:
+        ensured = await ensure_topic(
+            admin, made, 2, None, compacted=True, required=True, setting="assignments.name"
+        )
+        assert ensured == (2, True, [])
+        deadline = time.monotonic() + 30
+        while (await topic_metadata(admin, [made])).replicas.get(made) != 3:
+            assert time.monotonic() < deadline, "the created topic never showed 3 replicas"
+            await asyncio.sleep(0.1)
+        again = await ensure_topic(
+            admin, made, 2, None, compacted=True, required=True, setting="assignments.name"
+        )
+        assert again == (2, False, [])
+        described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, made)])
+        configs = {e[0]: e[1] for r in described for res in r.resources for e in res[4]}
+        assert configs["min.insync.replicas"] == "2"
+        assert configs["cleanup.policy"] == "compact"
+        assert configs["delete.retention.ms"] == "86400000"
+        with pytest.raises(BrokerRefusalError, match="is 4 but the cluster has 3 brokers"):
+            await ensure_topic(
+                admin, f"four-{names[0]}", 1, 4, compacted=False, setting="lag.samples_topic"
+            )
+        risky = {"cleanup.policy": "compact", "unclean.leader.election.enable": "true"}
+        await admin.create_topics([NewTopic(hand_made, 1, 1, topic_configs=risky)])
+        await partition_count(admin, hand_made)
+        found = await ensure_topic(
+            admin, hand_made, 1, None, compacted=True, required=True, setting="assignments.name"
+        )
+        assert [(u.setting, u.value) for u in found.unsafe] == [
+            ("replication factor", "1"),
+            ("unclean.leader.election.enable", "true"),
+            ("segment.ms", "604800000"),  # Kafka's default: compacted a week late
+        ]
+    finally:
+        await admin.close()
 
 
 # ------------------------------------------------------------------ compaction

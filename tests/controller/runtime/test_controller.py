@@ -11,6 +11,7 @@ from typing import Any
 
 import aiomqtt
 import pytest
+import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
 from aiokafka.admin import AIOKafkaAdminClient
@@ -20,7 +21,7 @@ from aiokafka.protocol.metadata import MetadataRequest
 
 from assignors import TopicPartition
 from controller.adapters.metadata import topic_metadata
-from controller.adapters.topics import ensure_compacted_topic
+from controller.adapters.topics import ensure_topic
 from controller.client.consumer import ManagedConsumer
 from controller.config import Config
 from controller.runtime.daemon import Controller
@@ -337,6 +338,48 @@ async def test_refuses_a_non_compacted_assignments_topic(
     cfg = make_config(kafka, mqtt, names[0], assignments={"name": bad})
     with pytest.raises(BrokerRefusalError, match="must be compacted"):
         await Controller(cfg).start()
+
+
+async def test_a_group_reads_led_by_none_until_it_is_led(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str]
+) -> None:
+    """``ballast_group_leader`` of a configured group is 0 before any replica leads it
+    (an alert can see a group no replica leads), 1 once this one does."""
+    cfg = make_config(kafka, mqtt, names[0])
+    labels = {"group": names[0]}
+    idle = Controller(cfg).metrics.registry.get_sample_value("ballast_group_leader", labels)
+    assert idle == 0
+    async with running(cfg) as ctl:
+        assert ctl.metrics.registry.get_sample_value("ballast_group_leader", labels) == 1
+
+
+async def test_unsafe_settings_of_an_existing_topic_are_counted_and_logged(
+    kafka: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+    names: tuple[str, str],
+) -> None:
+    """A compacted assignments topic whose segments roll weekly and whose tombstones go
+    after a second: taken as it is, each setting named in a warning and counted."""
+    from aiokafka.admin import NewTopic  # noqa: PLC0415
+
+    risky = f"risky-{names[0]}"
+    configs = {
+        "cleanup.policy": "compact",
+        "segment.ms": "604800000",
+        "delete.retention.ms": "1000",
+    }
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
+    await admin.start()
+    await admin.create_topics([NewTopic(risky, 2, 1, topic_configs=configs)])
+    await admin.close()
+    cfg = make_config(kafka, mqtt, names[0], assignments={"name": risky})
+    with structlog.testing.capture_logs() as logged:
+        async with running(cfg) as ctl:
+            count = ctl.metrics.registry.get_sample_value("ballast_unsafe_topic_settings")
+    assert count == 2
+    warned = [e for e in logged if e["event"] == "unsafe_topic_setting"]
+    assert sorted(e["setting"] for e in warned) == ["delete.retention.ms", "segment.ms"]
+    assert all(e["topic"] == risky and e["log_level"] == "warning" for e in warned)
 
 
 async def _until(predicate: object, timeout: float = 15.0) -> None:
@@ -673,7 +716,9 @@ async def test_a_member_started_before_the_assignments_topic_exists_does_not_cre
         await admin.start()
         try:
             assert (await topic_metadata(admin, [assignments])).counts == {}
-            await ensure_compacted_topic(admin, assignments, 3, 1, "assignments.name")
+            await ensure_topic(
+                admin, assignments, 3, 1, compacted=True, required=True, setting="assignments.name"
+            )
         finally:
             await admin.close()
         async with asyncio.timeout(30):

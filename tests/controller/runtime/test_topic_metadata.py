@@ -147,14 +147,17 @@ def _by_aiokafka(version: int, body: bytes) -> TopicMetadata:
         elif rack is not None:
             unusable.add(rack)
     counts: dict[str, int] = {}
+    replicas: dict[str, int] = {}
     racks: dict[TopicPartition, frozenset[str]] = {}
     for meta in response["topics"]:
         if meta["error_code"] == 0:
             counts[meta["topic"]] = len(meta["partitions"])
+            first = (meta["partitions"][0]["replicas"] or []) if meta["partitions"] else []
+            replicas[meta["topic"]] = len(first)
             for p in meta["partitions"]:
                 named = frozenset(rack_of[n] for n in p["replicas"] if n in rack_of)
                 racks[TP(meta["topic"], p["partition"])] = named
-    return TopicMetadata(counts, racks, sorted(unusable))
+    return TopicMetadata(counts, racks, sorted(unusable), len(response["brokers"]), replicas)
 
 
 _nodes = st.integers(0, 6)
