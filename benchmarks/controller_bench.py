@@ -39,7 +39,6 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from promscrape import group_summary, pct, scrape
 
 from assignors import TopicPartition
@@ -72,11 +71,8 @@ async def bench(
         apache_kafka.running(broker, Path(tmp)) as kafka,
         embedded.mosquitto(Path(tmp)).start() as mqtt,
     ):
-        admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
-        await admin.start()
         names = [f"bench-{i}" for i in range(topics)]
-        await admin.create_topics([NewTopic(t, partitions // topics, 1) for t in names])
-        await admin.close()
+        await embedded.create_topics(kafka.address, dict.fromkeys(names, partitions // topics))
         port = embedded.free_port()
         config = Path(tmp) / "ballast.yaml"
         config.write_text(

@@ -99,9 +99,9 @@ async def _run(
 ) -> dict[str, object]:
     topics = [f"load-{i}" for i in range(args.topics)]
     per_topic = args.partitions // args.topics
+    await embedded.create_topics(kafka.address, dict.fromkeys(topics, per_topic))
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
     await admin.start()
-    await admin.create_topics([NewTopic(t, per_topic, 1) for t in topics])
     await admin.create_topics(
         [NewTopic("load.lag", 4, 1, topic_configs={"cleanup.policy": "compact"})]
     )

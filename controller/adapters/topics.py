@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import TopicAlreadyExistsError, for_code
 
 from controller import logs
 from controller.adapters.metadata import topic_metadata
@@ -69,10 +69,14 @@ async def ensure_topic(
         except ValueError as exc:
             raise BrokerRefusalError(f"cannot create topic {name!r} ({setting}): {exc}") from None
         settings = created_configs(rf, compacted=compacted)
-        try:
-            await admin.create_topics([NewTopic(name, partitions, rf, topic_configs=settings)])
-        except TopicAlreadyExistsError:  # another replica created it meanwhile
-            return Ensured(await partition_count(admin, name), False, [])
+        answer = await admin.create_topics([NewTopic(name, partitions, rf, topic_configs=settings)])
+        for _, code, message in refusals(answer):
+            if code == TopicAlreadyExistsError.errno:  # another replica created it meanwhile
+                return Ensured(await partition_count(admin, name), False, [])
+            raise BrokerRefusalError(
+                f"the brokers refused to create topic {name!r} ({setting}): "
+                f"{for_code(code).__name__}: {message}"
+            )
         if rf < 3:
             log.warning(
                 "topic_replication_below_3",
@@ -104,6 +108,19 @@ async def ensure_topic(
             detail=found.why,
         )
     return Ensured(meta.counts[name], False, unsafe)
+
+
+def refusals(answer: Any) -> list[tuple[str, int, str | None]]:
+    """``(topic, error code, message)`` of each topic a CreateTopics or CreatePartitions
+    answer refused. aiokafka's ``create_topics`` returns the answer without raising: a
+    topic the brokers would not create (a policy, a partition count KRaft will not write
+    in one request, a denied ACL) must not pass for created."""
+    out = []
+    for entry in answer.topic_errors:
+        topic, code = str(entry[0]), int(entry[1])
+        if code:
+            out.append((topic, code, str(entry[2]) if len(entry) > 2 and entry[2] else None))
+    return out
 
 
 async def _described(admin: AIOKafkaAdminClient, name: str) -> dict[str, str | None]:

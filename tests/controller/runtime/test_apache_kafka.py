@@ -184,6 +184,10 @@ async def test_topics_are_created_to_survive_a_broker_and_risky_ones_are_named(
     admin = AIOKafkaAdminClient(bootstrap_servers=zoned.address)
     await admin.start()
     try:
+        deadline = time.monotonic() + 30  # a node registers a moment after it starts
+        while (await topic_metadata(admin, [made])).brokers < 3:
+            assert time.monotonic() < deadline, "the cluster never listed 3 brokers"
+            await asyncio.sleep(0.1)
         ensured = await ensure_topic(
             admin, made, 2, None, compacted=True, required=True, setting="assignments.name"
         )
@@ -216,6 +220,33 @@ async def test_topics_are_created_to_survive_a_broker_and_risky_ones_are_named(
             ("unclean.leader.election.enable", "true"),
             ("segment.ms", "604800000"),  # Kafka's default: compacted a week late
         ]
+    finally:
+        await admin.close()
+
+
+async def test_a_topic_the_brokers_refuse_is_not_taken_for_created(
+    kafka: embedded.BrokerProcess, names: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KRaft writes a CreateTopics request's records in one batch and refuses more than
+    10 000: aiokafka hands back the refusal without raising, and Ballast once went on as
+    if its topic existed. Now start-up stops with the brokers' reason. The test tool
+    creates such a topic in requests KRaft accepts (here 3 partitions a request)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
+    await admin.start()
+    try:
+        with pytest.raises(BrokerRefusalError, match=r"PolicyViolationError.*excessively large"):
+            await ensure_topic(
+                admin, f"huge-{names[0]}", 10_000, 1, compacted=True, setting="assignments.name"
+            )
+        assert f"huge-{names[0]}" not in (await topic_metadata(admin, [f"huge-{names[0]}"])).counts
+        monkeypatch.setattr(embedded, "PARTITIONS_PER_REQUEST", 3)
+        await embedded.create_topics(kafka.address, {f"grown-{names[0]}": 7})
+        deadline = time.monotonic() + 30  # added partitions reach the metadata a moment later
+        while (await topic_metadata(admin, [f"grown-{names[0]}"])).counts.get(
+            f"grown-{names[0]}"
+        ) != 7:
+            assert time.monotonic() < deadline, "the grown topic never showed 7 partitions"
+            await asyncio.sleep(0.1)
     finally:
         await admin.close()
 
