@@ -12,6 +12,7 @@ day. A topic that exists is taken as it is, with a warning for each setting belo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -26,6 +27,10 @@ SEGMENT_MS = 3_600_000
 DELETE_RETENTION_MS = 86_400_000
 #: Shorter than this, a reader slowed by a long GC pause or a broker restart misses them.
 MIN_DELETE_RETENTION_MS = 3_600_000
+
+
+#: What a broker states a numeric setting as (ASCII digits: ``isdigit`` also takes "²").
+_NUMBER = re.compile(r"-?[0-9]{1,19}")
 
 
 class Unsafe(NamedTuple):
@@ -144,6 +149,6 @@ def unsafe_settings(
 
 def _int(raw: str | None) -> int | None:
     """A numeric setting as the broker states it (None: absent or not a number)."""
-    if raw is None or not raw.lstrip("-").isdigit() or len(raw) > 20:
+    if raw is None or not _NUMBER.fullmatch(raw):
         return None
     return int(raw)

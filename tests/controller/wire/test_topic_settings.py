@@ -74,4 +74,5 @@ def test_each_unsafe_setting_is_named() -> None:
     assert "below 3" in short[0].advice()
     # a stream is not judged by compaction settings; unreadable values are not judged
     assert unsafe_settings("t", {"segment.ms": "604800000"}, 3, 3, compacted=False) == []
-    assert unsafe_settings("t", {"min.insync.replicas": "x1"}, 3, 3, compacted=True) == []
+    for junk in ("x1", "--1", "²", "1" * 40, ""):
+        assert unsafe_settings("t", {"min.insync.replicas": junk}, 3, 3, compacted=True) == []
