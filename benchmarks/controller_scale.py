@@ -37,10 +37,11 @@ from dataclasses import dataclass, field
 from promscrape import pct
 
 from assignors import TopicPartition
-from controller.core.group import GroupState, GroupTuning
+from controller.core.group import GroupState
 from controller.core.handoff import Outgoing, Plan
+from controller.core.plan_records import encode_plan
+from controller.core.rebalance import GroupTuning
 from controller.runtime import collector_policy
-from controller.runtime.kafka_io import encode_plan
 from controller.wire.records import Presence
 
 GROUP = "fleet"

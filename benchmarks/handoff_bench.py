@@ -38,7 +38,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from controller.client import ManagedConsumer
+from controller.client import ManagedConsumer, PresenceOptions
 from controller.tools import apache_kafka, embedded
 
 PER_CONSUMER = 4
@@ -132,8 +132,7 @@ async def ballast_run(
             name,
             [topic],
             bootstrap_servers=kafka.address,
-            mqtt_port=mqtt.port,
-            mqtt_keepalive=1,
+            presence=PresenceOptions(mqtt_port=mqtt.port, mqtt_keepalive=1),
             auto_offset_reset="earliest",
             fetch_max_wait_ms=50,
             assignments_fetch_max_wait_ms=reader_wait_ms,
@@ -169,7 +168,7 @@ async def ballast_run(
                 names = await produce_markers(producer, topic, held, f"{kind}{i}")
                 t1 = await wait_markers(tracker, names, 60)
                 results[kind].append((t1 - t0) * 1000)
-                await settle(lambda: all(not c._pending for c in consumers.values()), 30)
+                await settle(lambda: all(c._feed.pending is None for c in consumers.values()), 30)
                 moved.append(
                     sum(len(before[name] - set(o.assignment)) for name, o in consumers.items())
                 )

@@ -35,10 +35,10 @@ from loop_hold import timed
 
 from assignors import TopicPartition
 from controller.config import Config
-from controller.runtime import collector_policy, kafka_io
-from controller.runtime.kafka_io import OffsetReader, PartitionOffsets
+from controller.runtime import collector_policy, offsets_reader
+from controller.runtime.offsets_reader import OffsetReader
 from controller.tools import apache_kafka, embedded
-from controller.wire.offsets import LATEST, Offsets
+from controller.wire.offsets import LATEST, Offsets, PartitionOffsets
 
 TOPICS = 10
 
@@ -93,8 +93,8 @@ async def _with_aiokafkas_decoder(
     poll: Callable[[], Awaitable[dict[Any, PartitionOffsets]]],
 ) -> dict[Any, PartitionOffsets]:
     with (
-        mock.patch.object(kafka_io, "list_offsets", _aiokafka_listed),
-        mock.patch.object(kafka_io, "committed_offsets", _aiokafka_committed),
+        mock.patch.object(offsets_reader, "list_offsets", _aiokafka_listed),
+        mock.patch.object(offsets_reader, "committed_offsets", _aiokafka_committed),
     ):
         return await poll()
 

@@ -37,8 +37,9 @@ from assignors import TopicPartition
 from controller.adapters.packed_send import PackedSender
 from controller.config import Config
 from controller.runtime import collector_policy
-from controller.runtime.kafka_io import PartitionOffsets, SamplePublisher
+from controller.runtime.samples import SamplePublisher
 from controller.tools import apache_kafka
+from controller.wire.offsets import PartitionOffsets
 from controller.wire.records import OffsetSample, partition_key
 
 TOPICS = 10

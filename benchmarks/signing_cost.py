@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from assignors import TopicPartition
 from controller.core.handoff import Outgoing
-from controller.runtime.kafka_io import Encoded, encode_plan
+from controller.core.plan_records import Encoded, encode_plan
 from controller.wire.assignments import log_entry
 from controller.wire.signing import Signer
 

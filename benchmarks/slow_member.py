@@ -44,6 +44,7 @@ from load_soak import with_brokers
 from promscrape import scrape
 
 from controller import logs
+from controller.client import PresenceOptions
 from controller.client.consumer import ManagedConsumer
 from controller.tasks import cancel_and_wait
 from controller.tools import apache_kafka, embedded
@@ -140,7 +141,13 @@ async def one(
     share = args.rate / args.members
     names = [f"m{i}" for i in range(args.members)]
     members = {
-        n: ManagedConsumer(group, n, [topic], bootstrap_servers=kafka.address, mqtt_port=mqtt.port)
+        n: ManagedConsumer(
+            group,
+            n,
+            [topic],
+            bootstrap_servers=kafka.address,
+            presence=PresenceOptions(mqtt_port=mqtt.port),
+        )
         for n in names
     }
     reader = AIOKafkaConsumer(bootstrap_servers=kafka.address, enable_auto_commit=False)

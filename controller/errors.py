@@ -1,4 +1,10 @@
-"""Errors shared across the controller, each with the exit code ``ballast`` gives it."""
+"""Errors shared across the controller, each with the exit code ``ballast`` gives it,
+and the exit codes that are no error of ours."""
+
+#: Ctrl-C (SIGINT), as a shell reports it.
+INTERRUPTED = 130
+#: The reader of our output went away (``ballast schema | head``).
+BROKEN_PIPE = 141
 
 
 class BallastError(Exception):

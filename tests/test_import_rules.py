@@ -141,3 +141,37 @@ def test_the_internals_check_sees_each_kind(tmp_path: Path, code: str) -> None:
     module = tmp_path / "m.py"
     module.write_text(code + "\n")
     assert internals_used(module)
+
+
+#: A group's state keeps its engine and its reconciler to itself: the runtime, the tools
+#: and the client use ``GroupState``'s own methods (and ``core.views``).
+INNER = {"engine", "reconciler"}
+
+
+def inner_state_reached(path: Path) -> list[str]:
+    return [
+        f"line {node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and node.attr in INNER
+        and ast.unparse(node.value) not in {"self", "cls"}
+    ]
+
+
+def test_only_the_core_reaches_into_a_groups_engine_or_reconciler() -> None:
+    core = ROOT / "controller" / "core"
+    outside = {
+        str(p.relative_to(ROOT)): found
+        for p in sources()
+        if "assignors" not in p.relative_to(ROOT).parts[:1]
+        and core not in p.parents
+        and (found := inner_state_reached(p))
+    }
+    assert outside == {}
+    assert any(inner_state_reached(p) for p in core.glob("*.py"))  # the views do
+
+
+def test_the_front_door_check_sees_a_reach(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("g.state.reconciler.timed_out.clear()\nx = state.engine\n")
+    assert len(inner_state_reached(module)) == 2

@@ -41,9 +41,12 @@ def track_when_idle(client: Client, topic: str) -> None:
     names every topic there) is never added to what it asks about, so its sends would
     wait for a leader until they time out (40 s). ``topic`` must exist or be one the
     client writes: Metadata requests from aiokafka allow the broker to create the topics
-    they name. Call it after ``start()`` and after an ``assign()`` that may have left
-    the consumer with nothing: ``assign([])`` itself asks for a refresh, which runs at
-    the loop's next turn and so reads the topic set here."""
+    they name. Call it before ``start()`` when the topic is known to exist (the first
+    refresh then names it: a start that waits on the brokers, an idempotent producer's
+    producer id or a coordinator lookup, can outlast ``metadata_max_age_ms``), else
+    after it, and after an ``assign()`` that may have left the consumer with nothing:
+    ``assign([])`` itself asks for a refresh, which runs at the loop's next turn and so
+    reads the topic set here."""
     inner = inner_client(client)
     if not inner._topics:  # private: aiokafka offers no reader for it
         inner.set_topics([topic])

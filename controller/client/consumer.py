@@ -10,6 +10,10 @@ returned before have then been processed, so on revoke it stops fetching, calls
 ``on_partitions_assigned``. If the application stops polling, a pending revoke is applied
 anyway after ``revoke_timeout`` so that the fleet is never held up by one consumer.
 
+The parts: an ``AssignmentFeed`` reads the member's records, an ``Announcer`` keeps its
+presence (``PresenceOptions``), a ``SampleReporter`` sends its offset samples; this
+class applies what the feed grants to the data consumer and watches the tasks.
+
 Fail-stop: the tasks that keep this member's right to its partitions (the assignment
 reader, presence, the revoke watchdog) are watched. When one dies, the consumer stops
 fetching at once, stops acknowledging, and the next ``getmany`` (or ``async for``)
@@ -19,7 +23,8 @@ With ``verify_key`` (the controller's public key, ``ballast keys generate``) it 
 on assignment records the controller signed.
 
     async with ManagedConsumer("orders-fleet", "pod-7", ["orders"],
-                               bootstrap_servers="kafka:9092", mqtt_host="mqtt") as consumer:
+                               bootstrap_servers="kafka:9092",
+                               presence=PresenceOptions(mqtt_host="mqtt")) as consumer:
         async for record in consumer:
             handle(record)
 """
@@ -33,33 +38,21 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
-import aiomqtt
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
+from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka import TopicPartition as KafkaTP
 from aiokafka.errors import KafkaError
 from prometheus_client import Counter
 from pydantic import ValidationError
 
 from controller import logs
-from controller.adapters.metadata import topic_metadata
 from controller.adapters.metadata_scope import track_when_idle
-from controller.adapters.presence import MqttAuth, drop_link, member_client
+from controller.client.announcer import Announcer, PresenceOptions, State
+from controller.client.assignment_feed import AssignmentFeed
+from controller.client.sample_reporter import SampleReporter
 from controller.tasks import cancel_and_wait, reraise_swallowed_cancel
-from controller.wire.assignments import READ_ISOLATION, assignments_partition, log_entry
-from controller.wire.fencing import AssignmentView, Verdict
-from controller.wire.records import (
-    LoggedFence,
-    LoggedRecord,
-    OffsetSample,
-    Presence,
-    assignment_key,
-    fence_key,
-    partition_key,
-    presence_topic,
-    problems,
-)
+from controller.wire.records import OffsetSample, Presence, problems
 from controller.wire.signing import Verifier
 
 log = logs.get("ballast.client")
@@ -79,24 +72,9 @@ FAIL_STOPS = Counter(
 )
 
 
-INVALID_RECORDS = Counter(
-    "ballast_client_invalid_records_total",
-    "Records of the assignments topic a managed consumer skipped: malformed, or not "
-    "signed by the controller's key when one is configured.",
-    ["source"],
-)
-
-
 class MemberFailedError(RuntimeError):
     """A task that keeps this member's right to its partitions died: the consumer has
     released everything and consumes nothing more (``__cause__`` says why)."""
-
-
-class _Grant(NamedTuple):
-    """What to hold next, and the generation that applying it acknowledges."""
-
-    partitions: frozenset[KafkaTP]
-    generation: int
 
 
 class ManagedConsumer:
@@ -107,13 +85,7 @@ class ManagedConsumer:
         topics: Iterable[str],
         *,
         bootstrap_servers: str,
-        presence: Literal["mqtt", "kafka"] = "mqtt",
-        mqtt_host: str = "127.0.0.1",
-        mqtt_port: int = 1883,
-        mqtt_keepalive: int = 5,
-        mqtt_prefix: str = "ballast",
-        heartbeat_topic: str = "ballast.heartbeats",
-        heartbeat_interval: float = 2.0,
+        presence: PresenceOptions | None = None,
         assignments_topic: str = "ballast.assignments",
         commit_group: str | None = None,
         auto_offset_reset: Literal["earliest", "latest"] = "latest",
@@ -125,7 +97,6 @@ class ManagedConsumer:
         revoke_timeout: float = 5.0,
         offset_samples_topic: str | None = None,
         sample_interval: float = 5.0,
-        mqtt_auth: MqttAuth | None = None,
         kafka_security: Mapping[str, Any] | None = None,
         assignments_fetch_max_wait_ms: int = 500,
         verify_key: Path | str | Verifier | None = None,
@@ -139,70 +110,66 @@ class ManagedConsumer:
         except ValidationError as exc:
             raise ValueError(f"ManagedConsumer({group!r}, {member!r}): {problems(exc)}") from None
         #: TLS/SASL settings (aiokafka names) for every Kafka client of this member.
-        self._kafka = {"bootstrap_servers": bootstrap_servers, **(kafka_security or {})}
-        self._mqtt_auth = mqtt_auth
+        kafka = {"bootstrap_servers": bootstrap_servers, **(kafka_security or {})}
         if isinstance(verify_key, str | Path):
             verify_key = Verifier.from_file(Path(verify_key))
-        self._verifier = verify_key
-        self._presence_kind = presence
-        self._mqtt = (mqtt_host, mqtt_port, mqtt_keepalive)
-        self._presence_topic = presence_topic(mqtt_prefix, group, member)
-        self._heartbeat_topic = heartbeat_topic
-        self._heartbeat_interval = heartbeat_interval
-        self._assignments_topic = assignments_topic
         self._on_revoked = on_partitions_revoked
         self._on_assigned = on_partitions_assigned
         self._rack = rack
         self._capacity = capacity
         self._report_lag = report_lag
         self._revoke_timeout = revoke_timeout
-        self._samples_topic = offset_samples_topic
-        self._sample_interval = sample_interval
-        self._sample_producer: AIOKafkaProducer | None = None
         self._instance = uuid.uuid4().hex[:16]
-        self._key = assignment_key(group, member)
-        self._fence_key = fence_key(group)
-        #: The fencing rule applied to our partition of the assignments topic.
-        self._view = AssignmentView()
+        self._feed = AssignmentFeed(
+            group,
+            member,
+            self._instance,
+            assignments_topic,
+            kafka,
+            fetch_max_wait_ms=assignments_fetch_max_wait_ms,
+            verifier=verify_key,
+        )
+        self._announcer = Announcer(
+            group, member, presence or PresenceOptions(), kafka, self._presence
+        )
+        self._reporter = (
+            None
+            if offset_samples_topic is None
+            else SampleReporter(offset_samples_topic, sample_interval, kafka, self.offset_samples)
+        )
         if rack is not None:  # one rack setting: fetches from the replica in its zone too
             consumer_options.setdefault("client_rack", rack)
         self.consumer = AIOKafkaConsumer(
-            **self._kafka,
+            **kafka,
             group_id=commit_group or group,  # commits only: it never subscribes
             enable_auto_commit=False,
             auto_offset_reset=auto_offset_reset,
             **consumer_options,
         )
-        # Kafka answers a waiting fetch as soon as a record lands, so the wait only sets
-        # how often an idle reader asks; a broker that answers late delivers records
-        # sooner with less (docs/operations.md, "Failover").
-        self._reader = AIOKafkaConsumer(
-            **self._kafka,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=assignments_fetch_max_wait_ms,
-            isolation_level=READ_ISOLATION,
-        )
-        self._mqtt_client: aiomqtt.Client | None = None
-        self._producer: AIOKafkaProducer | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._mqtt_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
-        #: Highest epoch seen for the group, and the last record applied.
-        self.epoch = -1
+        #: The generation of the last record applied.
         self.generation = -1
         self.assignment: frozenset[KafkaTP] = frozenset()
-        self._pending: _Grant | None = None
-        self._pending_since = 0.0
         self._consumed: dict[KafkaTP, int] = {}
-        self._changed = asyncio.Event()
+        self._changed = self._feed.changed
         self._closed = False
         #: Set when a task that keeps our right to partitions died (fail-stop).
         self.failure: MemberFailedError | None = None
 
+    @property
+    def epoch(self) -> int:
+        """The highest controller epoch seen for the group."""
+        return self._feed.epoch
+
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        await self._feed.start()
+        # Only now that the topic is known to exist (a refresh may create what it names),
+        # and before the start, whose coordinator lookup may outlast a refresh period.
+        track_when_idle(self.consumer, self._feed.topic)  # until it holds something
         await self.consumer.start()
         # aiokafka's coordinator routine asserts when assign() replaces the assignment
         # while it is still looking the group coordinator up (seen with 100 consumers
@@ -211,35 +178,22 @@ class ManagedConsumer:
         coordinator = getattr(self.consumer, "_coordinator", None)
         if coordinator is not None and hasattr(coordinator, "ensure_coordinator_known"):
             await coordinator.ensure_coordinator_known()
-        await self._reader.start()
-        partition = await self._own_partition()
-        # Only now that the topic is known to exist: a refresh may create what it names.
-        track_when_idle(self.consumer, self._assignments_topic)  # until it holds something
-        tp = KafkaTP(self._assignments_topic, partition)
-        self._reader.assign([tp])
-        await self._reader.seek_to_beginning(tp)
-        # A restart first catches up with its own latest record, then announces itself.
-        await self._read_until_current(tp)
-        if self._pending is not None:
+        await self._feed.catch_up()  # a restart first acts on its own latest record
+        if self._feed.pending is not None:
             await self._apply_pending()
-        if self._presence_kind == "mqtt":
+        if self._announcer.options.via == "mqtt":
             connected = asyncio.Event()
-            self._mqtt_task = self._watched("presence", self._mqtt_loop(connected))
+            self._mqtt_task = self._watched("presence", self._announcer.keep_session(connected))
             async with asyncio.timeout(30):
                 await connected.wait()
         else:
-            self._producer = AIOKafkaProducer(**self._kafka, linger_ms=0)
-            await self._producer.start()
-            track_when_idle(self._producer, self._heartbeat_topic)
-            self._tasks.append(self._watched("heartbeats", self._heartbeat_loop()))
-            await self._announce()
-        self._tasks.append(self._watched("assignments", self._read_assignments()))
+            await self._announcer.start_heartbeats()
+            self._tasks.append(self._watched("heartbeats", self._announcer.heartbeats()))
+        self._tasks.append(self._watched("assignments", self._feed.follow()))
         self._tasks.append(self._watched("watchdog", self._watchdog()))
-        if self._samples_topic is not None:
-            self._sample_producer = AIOKafkaProducer(**self._kafka, linger_ms=20)
-            await self._sample_producer.start()
-            track_when_idle(self._sample_producer, self._samples_topic)
-            self._tasks.append(asyncio.create_task(self._sample_loop(self._samples_topic)))
+        if self._reporter is not None:
+            await self._reporter.start()
+            self._tasks.append(asyncio.create_task(self._reporter.run()))
 
     async def close(self, *, leave: bool = True) -> None:
         """Stop. ``leave=True`` (default) is a clean leave: release everything, commit, and
@@ -258,35 +212,25 @@ class ManagedConsumer:
         if leave:
             with contextlib.suppress(Exception):
                 await self._announce(state="leaving")
-        if self._mqtt_client is not None:
-            with contextlib.suppress(Exception):
-                # Clearing presence: gone. Only a clean leave skips leave_grace, because
-                # the "leaving" message above came first.
-                await self._mqtt_client.publish(self._presence_topic, b"", qos=1, retain=True)
+        await self._announcer.clear(leave=leave)
         if self._mqtt_task is not None:
             await cancel_and_wait(self._mqtt_task)  # a clean DISCONNECT: the Will is not sent
-        if self._producer is not None:
-            if leave:
-                with contextlib.suppress(Exception):
-                    await self._producer.send_and_wait(self._heartbeat_topic, None, key=self._key)
-            await self._producer.stop()
-        if self._sample_producer is not None:
-            await self._sample_producer.stop()
-        await self._reader.stop()
-        await self.consumer.stop()
+        await self._stop_clients()
 
     async def abort(self) -> None:
         """Fault injection for demos and tests: die like a killed process. No commit, no
         leaving message, and the MQTT link is dropped without DISCONNECT, so the broker
         publishes the Will."""
         self._closed = True
-        if self._mqtt_client is not None:
-            drop_link(self._mqtt_client)
+        self._announcer.drop()
         await cancel_and_wait(*self._tasks, self._mqtt_task)
-        for producer in (self._producer, self._sample_producer):
-            if producer is not None:
-                await producer.stop()
-        await self._reader.stop()
+        await self._stop_clients()
+
+    async def _stop_clients(self) -> None:
+        await self._announcer.stop()
+        if self._reporter is not None:
+            await self._reporter.stop()
+        await self._feed.stop()
         await self.consumer.stop()
 
     # ------------------------------------------------------------------ fail-stop
@@ -316,7 +260,7 @@ class ManagedConsumer:
         held = self.consumer.assignment()
         if held:
             self.consumer.pause(*held)
-        self._pending = None
+        self._feed.pending = None
         FAIL_STOPS.labels(task).inc()
         log.error(
             "member_failed", group=self.group, member=self.member, task=task, error=repr(cause)
@@ -339,17 +283,9 @@ class ManagedConsumer:
         with contextlib.suppress(Exception):
             async with asyncio.timeout(FAIL_STOP_COMMIT_TIMEOUT):
                 if self._mqtt_task is not None and self._mqtt_task.done():
-                    await self._leave_over_new_link()  # the presence task is what died
+                    await self._announcer.leave_over_new_link()  # the presence task died
                 else:
                     await self._announce("leaving")
-
-    async def _leave_over_new_link(self) -> None:
-        """A clean leave on a short MQTT session of its own: the presence task's session
-        ended with a DISCONNECT (no Will), so without this the retained presence would
-        keep saying this member is here."""
-        async with self._presence_link() as client:
-            await client.publish(self._presence_topic, self._presence("leaving").encode(), qos=1)
-            await client.publish(self._presence_topic, b"", qos=1, retain=True)
 
     async def __aenter__(self) -> ManagedConsumer:
         await self.start()
@@ -373,7 +309,7 @@ class ManagedConsumer:
                 await self._let_go()
                 raise self.failure
             self._changed.clear()  # what arrives from here on ends this call's wait
-            if self._pending is not None:
+            if self._feed.pending is not None:
                 await self._apply_pending()
             if self.assignment:
                 batch = await self._fetch_until_changed(timeout_ms, max_records)
@@ -428,13 +364,11 @@ class ManagedConsumer:
         """``assign()``; holding nothing, the consumer's metadata refreshes still ask
         about one topic, not the whole cluster (``metadata_scope``)."""
         self.consumer.assign(partitions)
-        track_when_idle(self.consumer, self._assignments_topic)
+        track_when_idle(self.consumer, self._feed.topic)
 
     async def _apply_pending(self) -> None:
-        rec = self._pending
-        assert rec is not None
-        self._pending = None
-        if self.failure is not None:
+        rec = self._feed.take()
+        if rec is None or self.failure is not None:
             return
         target = set(rec.partitions)
         revoked = set(self.assignment) - target
@@ -449,7 +383,8 @@ class ManagedConsumer:
             if tp in self._consumed:
                 self.consumer.seek(tp, self._consumed[tp])
         self.assignment = frozenset(target)
-        self.generation = rec.generation
+        if rec.generation is not None:
+            self.generation = rec.generation
         if added and self._on_assigned:
             await _call(self._on_assigned, added)
         log.info(
@@ -461,7 +396,7 @@ class ManagedConsumer:
             added=len(added),
             held=len(target),
         )
-        if self._mqtt_client is not None or self._producer is not None:
+        if self._announcer.linked:
             await self._announce()  # the acknowledgement
 
     async def _release(self, revoked: set[KafkaTP]) -> None:
@@ -471,84 +406,24 @@ class ManagedConsumer:
         if offsets:
             await self.consumer.commit(offsets)
 
-    async def _own_partition(self) -> int:
-        """Our key's partition of the assignments topic, once the topic exists. Asked
-        about by name without creating it (``topic_metadata``): on Kafka a client's
-        bootstrap learns no topic, and ``topics()`` would read the whole cluster's
-        metadata without keeping it."""
-        topic = self._assignments_topic
-        deadline = time.monotonic() + 30
-        while True:
-            count = (await topic_metadata(self._reader, [topic])).counts.get(topic)
-            if count:
-                return assignments_partition(self._key, count)
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"assignments topic {topic!r} not found")
-            await asyncio.sleep(0.2)
-
-    async def _read_until_current(self, tp: KafkaTP) -> None:
-        end = (await self._reader.end_offsets([tp]))[tp]
-        while True:
-            batch = await self._reader.getmany(tp, timeout_ms=200)
-            for msg in batch.get(tp, []):
-                self._consider(msg)
-            position = await self._reader.position(tp)
-            if position >= max(end, self._reader.highwater(tp) or 0) and not batch:
-                return
-
-    async def _read_assignments(self) -> None:
-        async for msg in self._reader:
-            self._consider(msg)
-
-    def _consider(self, msg: ConsumerRecord) -> None:
-        if msg.key not in (self._key, self._fence_key):
-            return
-        entry = log_entry(msg, self._invalid_record, self._verifier)
-        if entry is None or entry.group != self.group:
-            return
-        verdict = self._view.add(entry)
-        if verdict is Verdict.FENCED:
-            log.warning(
-                "fenced_record_ignored", member=self.member, offset=msg.offset, current=self.epoch
-            )
-        if isinstance(entry, LoggedFence):
-            self.epoch = max(self.epoch, entry.epoch)
-        if verdict is not Verdict.CURRENT or not isinstance(entry, LoggedRecord):
-            return
-        epoch, generation, _ = self._view.order[(self.group, self.member)]
-        self.epoch = max(self.epoch, epoch)
-        rec = entry.record
-        if rec is not None and rec.issued_to(self._instance):
-            grant = _Grant(frozenset(KafkaTP(t, p) for t, p in rec.partitions), generation)
-        else:
-            # Our tombstone, or a grant issued to another process under our member id (our
-            # predecessor's, until the controller has seen us): hold nothing, ack nothing.
-            grant = _Grant(frozenset(), self.generation)
-        self._pending = grant
-        self._pending_since = time.monotonic()
-        self._changed.set()
-
-    def _invalid_record(self, why: str) -> None:
-        INVALID_RECORDS.labels("assignment").inc()
-        log.warning("invalid_assignment_record", member=self.member, reason=why)
-
     async def _watchdog(self) -> None:
         """Apply a pending change if the application has not polled for revoke_timeout."""
         while True:
             reraise_swallowed_cancel()
             await asyncio.sleep(min(0.5, self._revoke_timeout / 2))
+            feed = self._feed
             if (
-                self._pending is not None
-                and time.monotonic() - self._pending_since >= self._revoke_timeout
+                feed.pending is not None
+                and time.monotonic() - feed.pending_since >= self._revoke_timeout
             ):
                 async with self._lock:
-                    if self._pending is not None:
+                    if feed.pending is not None:
                         log.warning("applied_without_poll", member=self.member)
                         await self._apply_pending()
 
     # ------------------------------------------------------------------ presence
 
-    def _presence(self, state: Literal["active", "leaving"]) -> Presence:
+    def _presence(self, state: State) -> Presence:
         lag = None
         if self._report_lag and state == "active":
             lag = [
@@ -568,49 +443,9 @@ class ManagedConsumer:
             sent_at=time.time(),
         )
 
-    async def _announce(self, state: Literal["active", "leaving"] = "active") -> None:
+    async def _announce(self, state: State = "active") -> None:
         """Presence, which is also the acknowledgement; after a fail-stop only "leaving"."""
-        body = self._presence("leaving" if self.failure is not None else state).encode()
-        if self._mqtt_client is not None:
-            # Disconnected: _mqtt_loop reconnects and announces the current state.
-            with contextlib.suppress(aiomqtt.MqttError):
-                await self._mqtt_client.publish(self._presence_topic, body, qos=1, retain=True)
-        elif self._producer is not None:
-            await self._producer.send_and_wait(self._heartbeat_topic, body, key=self._key)
-
-    def _presence_link(self) -> aiomqtt.Client:
-        """A session on the member's presence topic, with the Will that clears it."""
-        host, port, keepalive = self._mqtt
-        return member_client(
-            host,
-            port,
-            f"ballast-{self.group}-{self.member}",
-            self._presence_topic,
-            keepalive,
-            auth=self._mqtt_auth,
-        )
-
-    async def _mqtt_loop(self, connected: asyncio.Event) -> None:
-        """Keep the MQTT session (with its Will) up; announce again after every reconnect,
-        since a restarted broker may have lost the retained presence."""
-        backoff = 0.2
-        while True:
-            try:
-                async with self._presence_link() as client:
-                    self._mqtt_client = client
-                    await self._announce()
-                    reraise_swallowed_cancel()  # or it would wait for messages forever
-                    connected.set()
-                    backoff = 0.2
-                    async for _ in client.messages:  # returns/raises when the link drops
-                        pass
-            except aiomqtt.MqttError as exc:
-                log.warning(
-                    "mqtt_reconnecting", member=self.member, error=str(exc), retry_in=backoff
-                )
-            self._mqtt_client = None
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 5.0)
+        await self._announcer.announce("leaving" if self.failure is not None else state)
 
     def offset_samples(self, now: float) -> list[OffsetSample]:
         """Self-reports for the Spark lag job: for each held partition, the position this
@@ -637,20 +472,6 @@ class ManagedConsumer:
             if high is not None and done is not None:
                 out.append((tp, high, done))
         return out
-
-    async def _sample_loop(self, topic: str) -> None:
-        assert self._sample_producer is not None
-        while True:
-            await asyncio.sleep(self._sample_interval)
-            for s in self.offset_samples(time.time()):
-                key = partition_key(s.group, s.topic, s.partition)
-                with contextlib.suppress(KafkaError):  # a sample lost is a sample late
-                    await self._sample_producer.send(topic, s.encode(), key=key)
-
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self._heartbeat_interval)
-            await self._announce()
 
 
 def _tp_key(tp: KafkaTP) -> tuple[str, int]:

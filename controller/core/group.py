@@ -8,18 +8,14 @@ returns. Time is a parameter, so every rule here is tested without sleeping.
 from __future__ import annotations
 
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from itertools import chain, islice
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from assignors import (
     ConstraintsChanged,
     Event,
     IncrementalAssignor,
-    LagPolicy,
-    LagTrigger,
     LagUpdated,
     MemberJoined,
     MemberLeft,
@@ -29,144 +25,18 @@ from assignors import (
     TopicPartition,
     check_constraints,
 )
-from controller.core.deadlines import Deadlines
-from controller.core.handoff import Plan, Reconciler, Tags
+from controller.core.absence import Absences
+from controller.core.handoff import Plan, Reconciler, Release
 from controller.core.lag_cooldown import LagCooldown
-from controller.wire.fencing import Order
-from controller.wire.records import Assignment, ConstraintSet, Presence
+from controller.core.lag_inbox import LagInbox
+from controller.core.pending import Declared, PendingStep, Step, weight
+from controller.core.rebalance import GroupTuning, Rebalance
+from controller.wire.records import ConstraintSet, Presence
 
-REASONS = (
-    "join",
-    "leave",
-    "crash",
-    "subscription",
-    "lag",
-    "partitions",
-    "racks",
-    "capacity",
-    "constraints",
-    "drain",
-    "undrain",
-    "forced",
-)
-#: How a member's partitions came to need a new reader when it went away.
-DEPARTURES = frozenset({"leave", "crash", "drain"})
-#: Members named per reason in a rebalance's ``about`` (a log line stays short).
-ABOUT_SHOWN = 10
+if TYPE_CHECKING:  # recovery builds a GroupState: it imports this module
+    from controller.core.recovery import Recovered
+
 _NO_RACKS: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class GroupTuning:
-    rebalance_delay: float = 1.0
-    #: An empty group's first rebalance waits until no member joined for
-    #: ``rebalance_delay``, but at most this long after the first join (Kafka's
-    #: ``group.initial.rebalance.delay.ms``): a fleet starting up gets one placement,
-    #: not a placement and then handoffs to everyone who joined a moment later.
-    initial_delay: float = 0.0
-    leave_grace: float = 10.0
-    handoff_timeout: float = 15.0
-    #: Weight of a new lag reading in the exponential moving average (1.0: no smoothing).
-    lag_smoothing: float = 0.3
-    #: Lag readings one tick hands the engine; the rest wait for the next ticks, so a
-    #: poll of every partition never stalls the loop (costs O(readings), spread out).
-    lag_batch: int = 2000
-    policy: LagPolicy = field(default_factory=LagPolicy)
-    #: After a step that moved partitions for lag, none moves for lag for this long;
-    #: doubled, up to ``lag_backoff_max``, while the same member stays the most lagged
-    #: at no lower lag (``lag_cooldown.py``). 0: no wait.
-    lag_cooldown: float = 0.0
-    lag_backoff_max: float = 600.0
-
-
-@dataclass(frozen=True, slots=True)
-class Rebalance:
-    """What one rebalance decided, for logs and metrics."""
-
-    reasons: tuple[str, ...]
-    moved: int
-    moved_for_lag: int
-    changed_members: int
-    #: Time of the earliest event this rebalance absorbed (for latency).
-    first_event_at: float
-    #: When its coalescing window closed (``first_event_at`` + the delay it waited).
-    due_at: float
-    #: Time the engine took (``IncrementalAssignor.apply``).
-    assign_seconds: float
-    #: Why the lag policy moved partitions, when it did.
-    lag_trigger: LagTrigger | None = None
-    #: Of ``moved``, those swapped onto a replica's rack.
-    moved_for_rack: int = 0
-    #: Partitions of members that went away (by how: leave, crash, drain): they change
-    #: reader too, though nobody present gave them up.
-    freed: Mapping[str, int] = field(default_factory=dict)
-    #: The members each reason was about (at most ``ABOUT_SHOWN`` named per reason).
-    about: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-
-    def reassigned(self) -> int:
-        """Partitions whose reader changed: taken from a present member or freed."""
-        return self.moved + sum(self.freed.values())
-
-    def by_reason(self) -> dict[str, int]:
-        """``reassigned`` split by why: freed ones by how their member went; taken ones
-        for lag, for a rack, or else for the step's first other reason (a join, an
-        undrain, new constraints...)."""
-        out = {k: v for k, v in self.freed.items() if v}
-        balance = self.moved - self.moved_for_lag - self.moved_for_rack
-        other = next((r for r in self.reasons if r not in DEPARTURES), None)
-        cause = other or (self.reasons[0] if self.reasons else "forced")
-        for reason, count in (("lag", self.moved_for_lag), ("rack", self.moved_for_rack)):
-            if count:
-                out[reason] = out.get(reason, 0) + count
-        if balance:
-            out[cause] = out.get(cause, 0) + balance
-        return out
-
-    def why(self) -> str:
-        """One line an operator reads: who it was about, what moved, and for lag, whose
-        lag and how far past the bound."""
-        about = "; ".join(
-            f"{reason} {', '.join(names)}" for reason, names in self.about.items() if names
-        )
-        head = (
-            f"{','.join(self.reasons)}{f' ({about})' if about else ''}: "
-            f"{self.changed_members} member(s) changed, moved {self.reassigned()}"
-        )
-        freed = sum(self.freed.values())
-        if freed and self.moved:
-            head += f" ({freed} from departed members)"
-        if self.moved_for_rack:
-            head += f" ({self.moved_for_rack} onto a replica's rack)"
-        t = self.lag_trigger
-        if not self.moved_for_lag or t is None:
-            return head
-        cause = (
-            f"for lag: {t.member} was {t.lag / t.bound:.1f}x the bound "
-            f"(lag {t.lag}, best possible largest {t.bound:.0f})"
-        )
-        if self.moved == self.moved_for_lag:
-            return f"{head} {cause}"
-        return f"{head}, {self.moved_for_lag} of them {cause}"
-
-
-class _Readings(NamedTuple):
-    """Queued lag readings (None: forget the partition): an iterator over the readings as
-    handed over, how many it has left, and when they arrived."""
-
-    items: Iterator[tuple[TopicPartition, int | None]]
-    left: int
-    at: float
-
-
-class _Declared(NamedTuple):
-    """What a member declares about itself beside its topics."""
-
-    rack: str | None
-    capacity: float
-
-
-def _weight(capacity: float | None) -> float:
-    return 1.0 if capacity is None else capacity
 
 
 def effective_constraints(configured: ConstraintSet, overrides: ConstraintSet) -> ConstraintSet:
@@ -178,78 +48,6 @@ def effective_constraints(configured: ConstraintSet, overrides: ConstraintSet) -
 
 class RejectedError(ValueError):
     """A presence message that is well-formed but inconsistent with what we granted."""
-
-
-@dataclass(frozen=True, slots=True)
-class Recovered:
-    generation: int
-    controller_epoch: int
-    granted: Mapping[str, frozenset[TopicPartition]]
-    topics: Mapping[str, frozenset[str]]
-    #: Handoffs in flight when the previous controller stopped: partition -> (owner, gen).
-    releasing: Mapping[TopicPartition, tuple[str, int]] = field(default_factory=dict)
-    #: Members recorded as absent, and since when (state clock): their grace goes on.
-    absent: Mapping[str, float] = field(default_factory=dict)
-    #: The client process each member's grant was issued to.
-    instances: Mapping[str, str] = field(default_factory=dict)
-    #: Members whose record on the log claims more than ``granted`` gives them: their
-    #: record is written again at once.
-    stale: frozenset[str] = frozenset()
-
-    def tags(self) -> dict[str, Tags]:
-        return {m: Tags(self.absent.get(m), self.instances.get(m)) for m in self.granted}
-
-    @classmethod
-    def from_records(
-        cls,
-        records: Mapping[str, tuple[Order, Assignment | None]],
-        generation: int,
-        epoch: int,
-        to_state_clock: Callable[[float], float],
-    ) -> tuple[Recovered, list[str]]:
-        """The state the current records show (``fencing.AssignmentView``), made
-        consistent whatever they hold: a partition claimed by two members stays with the
-        newer record (by epoch, then generation), and the loser's record is rewritten.
-        Returns the state and one line per conflict resolved."""
-        newest_first = sorted(
-            ((order, m, rec) for m, (order, rec) in records.items() if rec is not None),
-            key=lambda e: (e[0], e[1]),
-            reverse=True,
-        )
-        owner: dict[TopicPartition, str] = {}
-        granted: dict[str, frozenset[TopicPartition]] = {}
-        topics: dict[str, frozenset[str]] = {}
-        absent: dict[str, float] = {}
-        instances: dict[str, str] = {}
-        stale: set[str] = set()
-        notes: list[str] = []
-        for _, member, rec in newest_first:
-            keep = set()
-            for tp in sorted(rec.held()):
-                if tp in owner:
-                    stale.add(member)
-                    notes.append(
-                        f"{tp.topic}-{tp.partition}: {member} (generation {rec.generation}) "
-                        f"and {owner[tp]} both hold it; the newer record, {owner[tp]}'s, keeps it"
-                    )
-                    continue
-                owner[tp] = member
-                keep.add(tp)
-            granted[member] = frozenset(keep)
-            topics[member] = frozenset(rec.topics)
-            if rec.absent_since is not None:
-                absent[member] = to_state_clock(rec.absent_since)
-            if rec.instance is not None:
-                instances[member] = rec.instance
-        releasing: dict[TopicPartition, tuple[str, int]] = {}
-        for _, member, rec in newest_first:
-            for tp in sorted(rec.releasing()):
-                if tp not in owner and tp not in releasing:
-                    releasing[tp] = (member, rec.generation)
-        state = cls(
-            generation, epoch, granted, topics, releasing, absent, instances, frozenset(stale)
-        )
-        return state, notes
 
 
 class GroupState:
@@ -310,40 +108,70 @@ class GroupState:
         #: member keeps its presence but is given no partitions.
         self.paused = False
         self.drained: set[str] = set()
-        #: member -> when it is declared gone unless it comes back. A recovered member
-        #: is absent until its presence is heard; since when is kept in its record, so
-        #: a takeover does not restart the clock.
-        self.grace: Deadlines[str] = Deadlines()
-        #: member -> when it was last seen, written into its record at the time held in
-        #: ``_record_at``. A short absence (a rolling restart) ends before it is recorded
-        #: and costs no record.
-        self._unrecorded: dict[str, float] = {}
-        self._record_at: Deadlines[str] = Deadlines()
+        #: Recovered members are absent until their presence is heard; since when is
+        #: kept in their record, so a takeover does not restart the clock.
+        self.absences = Absences(tuning.leave_grace)
         recorded_absence = recovered.absent if recovered else {}
         for m in granted:
             since = min(now, recorded_absence.get(m, now))
-            self.grace.set(m, since + tuning.leave_grace)
-            if m not in recorded_absence:
-                self._absent(m, since, now)
-        self.lag: dict[TopicPartition, float] = {}
-        #: Readings not yet absorbed, oldest first.
-        self._lag_inbox: deque[_Readings] = deque()
-        self._lag_queued = 0
-        self._pending: list[Event] = []
-        self._coalesced: dict[str, frozenset[str] | None] = {}
-        #: A member's rack and capacity as they will be once the queued events are applied.
-        self._declared_queued: dict[str, _Declared] = {}
+            self.absences.lost(m, since, now, recorded=m in recorded_absence)
+        self._lag = LagInbox(tuning.lag_batch, tuning.lag_smoothing)
+        self._pending = PendingStep(tuning.rebalance_delay, tuning.initial_delay)
         #: Replica racks last read from topic metadata (partitions with none are absent).
         self.replica_racks: dict[TopicPartition, frozenset[str]] = {}
-        self._reasons: set[str] = set()
-        #: Members each queued reason is about, in order (see ``Rebalance.about``).
-        self._about: dict[str, list[str]] = {}
-        #: How each member with a queued ``MemberLeft`` went (a ``DEPARTURES`` reason).
-        self._departing: dict[str, str] = {}
-        self._due: float | None = None
-        self._first_event: float | None = None
         #: Time the last tick's reconciliation took (``Reconciler.plan``).
         self.plan_seconds = 0.0
+
+    # ------------------------------------------------------------------ front door
+    # What the runtime reads and does: it never reaches into the engine or the reconciler.
+
+    def commit(self, plan: Plan) -> None:
+        """The plan's records are about to be published: they count as written (a member
+        may acknowledge one the moment it is durable)."""
+        self.reconciler.commit(plan)
+
+    def pop_timeouts(self) -> list[Release]:
+        """The handoffs that timed out since the last call."""
+        timed_out = self.reconciler.timed_out
+        self.reconciler.timed_out = []
+        return timed_out
+
+    @property
+    def generation(self) -> int:
+        """The generation of the latest plan."""
+        return self.reconciler.generation
+
+    @property
+    def partitions_per_topic(self) -> Mapping[str, int]:
+        """The partition counts the group is built on."""
+        return self.engine.partitions_per_topic
+
+    def subscriptions(self) -> dict[str, frozenset[str]]:
+        """Each member's subscription (a copy), members in order."""
+        return self.engine.members
+
+    def subscribed_topics(self) -> set[str]:
+        """Every topic some member subscribes to."""
+        return {t for topics in self.engine.members.values() for t in topics}
+
+    def topics_of(self, member: str) -> frozenset[str] | None:
+        """A member's subscription (None: not in the group)."""
+        return self.engine.topics_of(member)
+
+    def member_count(self) -> int:
+        return self.engine.member_count()
+
+    def cross_rack(self) -> int:
+        """Partitions read by a member outside every rack of their replicas."""
+        return self.engine.cross_rack()
+
+    def lag_skew(self) -> float:
+        """The largest member lag over the mean."""
+        return self.engine.lag_skew()
+
+    def granted_members(self) -> int:
+        """Members holding a grant."""
+        return len(self.reconciler.granted)
 
     # ------------------------------------------------------------------ observations
 
@@ -376,14 +204,13 @@ class GroupState:
         known = self._subscription(p.member)
         self.presence[p.member] = p
         self.heard[p.member] = now
-        self.grace.pop(p.member)
-        self._present(p.member)
+        self.absences.back(p.member)
         self.reconciler.mark_present(p.member, p.instance)
         if p.member in self.drained:
             self.reconciler.ack(p.member, p.generation)
             return
         rack = self.rack_for(p.member, p.rack)
-        declared = _Declared(rack, _weight(p.capacity))
+        declared = Declared(rack, weight(p.capacity))
         if known is None:
             self._enqueue(MemberJoined(p.member, topics, rack, p.capacity), "join", now)
         elif (was := self._declared(p.member)) != declared:
@@ -467,22 +294,23 @@ class GroupState:
         seen = now if since is None else min(since, now)
         if self.tuning.leave_grace <= 0:
             self._depart(member, now, "crash")
-        elif member not in self.grace:
-            self.grace.set(member, seen + self.tuning.leave_grace)
-            self._absent(member, seen, now)
+        elif member not in self.absences:
+            self.absences.lost(member, seen, now)
 
     def seen_absent(self, member: str, since: float) -> None:
         """Another source (this replica's own MQTT session) saw a recovered member leave
         at ``since``: its grace counts from there."""
-        deadline = self.grace.get(member)
-        if deadline is not None and member not in self.presence:
-            self.grace.set(member, min(deadline, since + self.tuning.leave_grace))
-            if member in self._unrecorded:
-                self._unrecorded[member] = since
+        if member not in self.presence:
+            self.absences.seen_since(member, since)
+
+    @property
+    def lag(self) -> Mapping[TopicPartition, float]:
+        """The smoothed lag of every partition that reported."""
+        return self._lag.smoothed
 
     def lag_queued(self) -> bool:
         """Lag readings wait to be absorbed (``lag_batch`` a tick)."""
-        return bool(self._lag_inbox)
+        return bool(self._lag)
 
     def on_lag(self, readings: dict[TopicPartition, int], now: float) -> None:
         """New lag readings, absorbed by the next ticks (``lag_batch`` a tick). The dict is
@@ -495,57 +323,15 @@ class GroupState:
         self._queue_lag({tp: None for tp in partitions}, now)
 
     def _queue_lag(self, readings: Mapping[TopicPartition, int | None], now: float) -> None:
-        """Queue the readings as handed over: O(1), nothing smoothed yet."""
-        if not readings:
-            return
-        inbox = self._lag_inbox
-        inbox.append(_Readings(iter(readings.items()), len(readings), now))
-        self._lag_queued += len(readings)
-        limit = 2 * sum(self.engine.partitions_per_topic.values()) + self.tuning.lag_batch
-        if self._lag_queued > limit:
-            # Readings come faster than ticks absorb them (or the group is paused): only
-            # the latest of each partition matters. Amortized O(1) a reading.
-            oldest = inbox[0].at
-            latest = dict(chain.from_iterable(r.items for r in inbox))
-            inbox.clear()
-            inbox.append(_Readings(iter(latest.items()), len(latest), oldest))
-            self._lag_queued = len(latest)
+        bound = 2 * sum(self.engine.partitions_per_topic.values()) + self.tuning.lag_batch
+        self._lag.put(readings, now, bound)
 
     def _absorb_lag(self) -> tuple[LagUpdated, float] | None:
-        """Up to ``lag_batch`` queued readings, smoothed so that one noisy reading cannot
-        trigger moves, as one event for the engine, with when the oldest arrived."""
-        inbox = self._lag_inbox
-        if not inbox:
+        """The next lag batch as one event for the engine, with when its oldest arrived."""
+        absorbed = self._lag.absorb()
+        if absorbed is None:
             return None
-        # The step's first event: when the oldest reading it absorbs arrived (the
-        # readings queued behind it count from their own arrival, in later steps).
-        since = inbox[0].at
-        budget = self.tuning.lag_batch
-        alpha = self.tuning.lag_smoothing
-        keep = 1 - alpha
-        lag = self.lag
-        update: dict[TopicPartition, int] = {}
-        while inbox and budget > 0:
-            first = inbox[0]
-            take = min(budget, first.left)
-            if take == first.left:
-                inbox.popleft()
-            else:
-                inbox[0] = first._replace(left=first.left - take)
-            budget -= take
-            self._lag_queued -= take
-            for tp, value in islice(first.items, take):
-                old = lag.get(tp)
-                if value is None:
-                    if old is not None:
-                        del lag[tp]
-                        update[tp] = 0
-                    continue
-                new = float(value) if old is None else alpha * value + keep * old
-                lag[tp] = new
-                update[tp] = round(new)
-        if not update:
-            return None
+        update, since = absorbed
         event = LagUpdated(update)
         if self.recorder is not None:
             self.recorder(event, since)
@@ -592,17 +378,16 @@ class GroupState:
     def settled(self) -> bool:
         """No rebalance pending and the reconciler has nothing left to do (O(1): cheap
         enough to poll)."""
-        return self._due is None and self.reconciler.settled()
+        return self._pending.due is None and self.reconciler.settled()
 
     def next_wakeup(self) -> float | None:
         if self.paused:
             return None
         times = (
-            self._due,
-            self._lag_inbox[0].at if self._lag_inbox else None,
+            self._pending.due,
+            self._lag.oldest(),
             self.reconciler.next_deadline(),
-            self.grace.earliest(),
-            self._record_at.earliest(),
+            self.absences.earliest(),
         )
         return min((t for t in times if t is not None), default=None)
 
@@ -611,27 +396,21 @@ class GroupState:
         A paused group does none of it (events wait for ``paused = False``)."""
         if self.paused:
             return None, None
-        for member, _ in self._record_at.due(now):
-            self.reconciler.mark_absent(member, self._unrecorded.pop(member))
-        for member, deadline in self.grace.due(now):
-            self._present(member)
+        for member, since in self.absences.to_record(now):
+            self.reconciler.mark_absent(member, since)
+        for member, deadline in self.absences.expired(now):
             self._depart(member, deadline, "crash")
         rebalance = None
-        if self._due is not None and self._due <= now:
+        due = self._pending.due
+        if due is not None and due <= now:
             # A membership (or operator, metadata) step carries no lag batch: queued
             # readings wait for the next step, the change does not wait for them.
-            first = self._first_event if self._first_event is not None else now
-            reasons = tuple(r for r in REASONS if r in self._reasons)
-            rebalance = self._step(self._pending, reasons, first, self._due, now)
-            self._pending, self._reasons, self._due, self._first_event = [], set(), None, None
-            self._about, self._departing = {}, {}
-            self._coalesced = {}
-            self._declared_queued = {}
+            rebalance = self._step(self._pending.take(now), now)
         elif (absorbed := self._absorb_lag()) is not None:
             # Its own step, due at once; events still coalescing stay queued until their
             # delay ends (a lag batch does not cut a burst of joins in two).
             event, since = absorbed
-            rebalance = self._step([event], ("lag",), since, since, now)
+            rebalance = self._step(Step([event], ("lag",), since, since, {}, {}), now)
             if not rebalance.changed_members:
                 rebalance = None  # a lag reading that moved nothing is not a rebalance
         started = time.perf_counter()
@@ -641,22 +420,19 @@ class GroupState:
 
     # ------------------------------------------------------------------ internals
 
-    def _step(
-        self, events: list[Event], reasons: tuple[str, ...], first: float, due: float, now: float
-    ) -> Rebalance:
+    def _step(self, step: Step, now: float) -> Rebalance:
         freed: dict[str, int] = {}
-        for e in events:
+        for e in step.events:
             if not isinstance(e, MemberLeft) or self.engine.topics_of(e.member) is None:
                 continue
-            how = self._departing.get(e.member, "leave")
+            how = step.departing.get(e.member, "leave")
             freed[how] = freed.get(how, 0) + len(self.engine.partitions_of(e.member))
-        about = {r: tuple(ms) for r, ms in self._about.items() if r in reasons}
         cooling = not self.cooldown.allows(now)
         if cooling:  # readings and membership apply; only lag moves wait
             self.engine.policy = self._still
         started = time.perf_counter()
         try:
-            change = self.engine.apply(events)
+            change = self.engine.apply(step.events)
         finally:
             self.engine.policy = self.tuning.policy
         assign_seconds = time.perf_counter() - started
@@ -670,31 +446,22 @@ class GroupState:
         targets = {**change.assignments, **dict.fromkeys(draining, ())}
         self.reconciler.update_target(targets, change.removed - draining, change.deltas)
         return Rebalance(
-            reasons=reasons,
+            reasons=step.reasons,
             moved=change.moved,
             moved_for_lag=change.moved_for_lag,
             moved_for_rack=change.moved_for_rack,
             changed_members=len(change.assignments) + len(change.removed),
-            first_event_at=first,
-            due_at=due,
+            first_event_at=step.first,
+            due_at=step.due,
             assign_seconds=assign_seconds,
             lag_trigger=change.lag_trigger,
             freed=freed,
-            about=about,
+            about=step.about,
         )
-
-    def _absent(self, member: str, since: float, now: float) -> None:
-        self._unrecorded[member] = since
-        self._record_at.set(member, now + self.tuning.leave_grace / 2)
-
-    def _present(self, member: str) -> None:
-        """No absence of ``member`` is waiting to be recorded any more."""
-        self._unrecorded.pop(member, None)
-        self._record_at.pop(member)
 
     def _depart(self, member: str, now: float, how: str) -> None:
         """``how``: a clean ``leave``, or a ``crash`` (presence lost, grace over)."""
-        self.grace.pop(member)
+        self.absences.departed(member)
         if self._known(member):
             self._enqueue(MemberLeft(member), how, now)
         else:
@@ -714,40 +481,19 @@ class GroupState:
     def _known(self, member: str) -> bool:
         return self._subscription(member) is not None
 
-    def _declared(self, member: str) -> _Declared:
-        if member in self._declared_queued:
-            return self._declared_queued[member]
-        return _Declared(self.engine.rack_of(member), _weight(self.engine.capacity_of(member)))
+    def _declared(self, member: str) -> Declared:
+        queued = self._pending.declared.get(member)
+        if queued is not None:
+            return queued
+        return Declared(self.engine.rack_of(member), weight(self.engine.capacity_of(member)))
 
     def _subscription(self, member: str) -> frozenset[str] | None:
         """The member's topics as they will be once the coalesced events are applied."""
-        if member in self._coalesced:
-            return self._coalesced[member]
+        if member in self._pending.topics:
+            return self._pending.topics[member]
         return self.engine.topics_of(member)
 
     def _enqueue(self, event: Event, reason: str, now: float, delay: float | None = None) -> None:
-        self._pending.append(event)
         if self.recorder is not None:
             self.recorder(event, now)
-        if isinstance(event, MemberJoined | SubscriptionChanged):
-            self._coalesced[event.member] = frozenset(event.topics)
-            if isinstance(event, MemberJoined):
-                self._declared_queued[event.member] = _Declared(event.rack, _weight(event.capacity))
-        elif isinstance(event, MemberLeft):
-            self._coalesced[event.member] = None
-            self._declared_queued[event.member] = _Declared(None, 1.0)
-            self._departing[event.member] = reason
-        member = getattr(event, "member", None)
-        if isinstance(member, str):
-            named = self._about.setdefault(reason, [])
-            if len(named) < ABOUT_SHOWN and member not in named:
-                named.append(member)
-        self._reasons.add(reason)
-        if self._first_event is None:
-            self._first_event = now
-        due = now + (self.tuning.rebalance_delay if delay is None else delay)
-        if delay is None and isinstance(event, MemberJoined) and not self.engine.member_count():
-            latest = self._first_event + max(self.tuning.initial_delay, self.tuning.rebalance_delay)
-            self._due = min(due if self._due is None else max(due, self._due), latest)
-        elif self._due is None or due < self._due:
-            self._due = due
+        self._pending.add(event, reason, now, delay, group_empty=not self.engine.member_count())

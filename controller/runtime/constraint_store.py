@@ -15,7 +15,7 @@ from aiokafka.structs import TopicPartition as KafkaTP
 from controller.adapters.connection import client_options
 from controller.adapters.metadata_scope import track_when_idle
 from controller.config import Config
-from controller.runtime.kafka_io import assigned_reader, catch_up, read_to_end
+from controller.runtime.assignment_log import assigned_reader, catch_up, read_to_end
 from controller.wire.records import ConstraintsRecord, DecodeError, decode
 from controller.wire.signing import Signer
 

@@ -26,24 +26,21 @@ from controller.adapters.topics import (
 )
 from controller.config import Config
 from controller.core.group import RejectedError
+from controller.core.views import group_view, reading
+from controller.runtime.assignment_log import AssignmentLog
 from controller.runtime.constraint_store import ConstraintStore
 from controller.runtime.election import ShardElection
-from controller.runtime.group_loop import reading
-from controller.runtime.group_view import group_view
 from controller.runtime.health import Health
-from controller.runtime.kafka_io import (
-    AssignmentLog,
-    AssignmentPublisher,
-    OffsetReader,
-    SamplePublisher,
-)
 from controller.runtime.kafka_probe import probe_kafka
 from controller.runtime.lag_ingest import LagIngest
 from controller.runtime.membership import KafkaHeartbeats, MqttPresence, Sink, invalid_input
 from controller.runtime.metadata_watch import watch_metadata
 from controller.runtime.metrics import Metrics
+from controller.runtime.offsets_reader import OffsetReader
 from controller.runtime.ownership import Ownership
+from controller.runtime.publisher import AssignmentPublisher
 from controller.runtime.replica_state import ManagedGroup, ReplicaState
+from controller.runtime.samples import SamplePublisher
 from controller.runtime.startup import reach, wait_connected
 from controller.runtime.trace import TraceRecorder
 from controller.wire.records import Presence
@@ -335,7 +332,7 @@ class Controller:
         except RejectedError as exc:
             self._invalid("presence", str(exc))
             return True
-        known = g.state.engine.partitions_per_topic
+        known = g.state.partitions_per_topic
         if any(t not in known for t in p.topics):
             self.state.metadata_wake.set()
         g.wake.set()

@@ -11,13 +11,14 @@ from collections.abc import Awaitable, Callable
 
 from controller import logs
 from controller.config import Config
-from controller.core.group import Rebalance
 from controller.core.handoff import Plan
+from controller.core.plan_records import Encoded, encode_plan
+from controller.core.rebalance import Rebalance
 from controller.runtime import collector_policy, faultpoints
 from controller.runtime.election import shard_of
-from controller.runtime.kafka_io import AssignmentPublisher, Encoded, encode_plan
-from controller.runtime.metrics import GroupReading, Metrics
-from controller.runtime.replica_state import ManagedGroup, subscribed
+from controller.runtime.metrics import Metrics
+from controller.runtime.publisher import AssignmentPublisher
+from controller.runtime.replica_state import ManagedGroup
 from controller.wire.signing import Signer
 
 log = logs.get("ballast.controller")
@@ -77,7 +78,7 @@ class GroupLoop:
             # and retried until they land, so no later plan is published before this one.
             self._observe_handoffs(g, plan)
             committing = time.perf_counter()
-            g.state.reconciler.commit(plan)
+            g.state.commit(plan)
             encoding = time.perf_counter()
             reconcile = g.state.plan_seconds + encoding - committing
             m.reconcile_seconds.labels(g.name).observe(reconcile)
@@ -86,7 +87,7 @@ class GroupLoop:
                 g.epoch,
                 plan.generation,
                 plan.records,
-                g.state.engine.topics_of,
+                g.state.topics_of,
                 issued_at=time.time(),
                 wall_clock=wall_clock,
                 signer=self._signer,
@@ -109,13 +110,12 @@ class GroupLoop:
                 publish_ms=round((time.perf_counter() - encoded) * 1000, 3),
             )
             m.generation.labels(g.name).set(plan.generation)
-            collector_policy.settled(len(plan.records), g.state.engine.member_count())
-        for rel in g.state.reconciler.timed_out:
+            collector_policy.settled(len(plan.records), g.state.member_count())
+        for rel in g.state.pop_timeouts():
             m.handoff_timeouts.labels(g.name).inc()
             log.warning(
                 "handoff_timeout", group=g.name, member=rel.member, generation=rel.generation
             )
-        g.state.reconciler.timed_out.clear()
         if rebalance is not None:
             self._record_rebalance(g, rebalance, plan, started)
         return plan is not None
@@ -178,7 +178,7 @@ class GroupLoop:
         due = max(r.due_at, r.first_event_at)
         m.rebalance_latency.labels(g.name).observe(done - r.first_event_at)
         m.event_to_publish.labels(g.name).observe(done - due)
-        generation = plan.generation if plan else g.state.reconciler.generation
+        generation = plan.generation if plan else g.state.generation
         g.recent.append((time.time(), generation, r))
         trigger = r.lag_trigger
         log.info(
@@ -191,7 +191,7 @@ class GroupLoop:
             moved=r.moved,
             moved_for_lag=r.moved_for_lag,
             moved_for_rack=r.moved_for_rack,
-            cross_rack=g.state.engine.cross_rack(),
+            cross_rack=g.state.cross_rack(),
             changed_members=r.changed_members,
             records=len(plan.records) if plan else 0,
             assign_ms=round(r.assign_seconds * 1000, 3),
@@ -200,7 +200,7 @@ class GroupLoop:
             # From due to this step's start: the wait for the loop (other steps, other
             # work of the event loop), apart from the step itself.
             waited_ms=round(max(0.0, started - due) * 1000, 3),
-            skew=round(g.state.engine.lag_skew(), 3),
+            skew=round(g.state.lag_skew(), 3),
             **(
                 {}
                 if trigger is None
@@ -211,38 +211,6 @@ class GroupLoop:
                 }
             ),
         )
-
-
-def reading(g: ManagedGroup, per_member_cap: int | None) -> GroupReading:
-    """The group's gauges (``GroupGauges``): one pass over its members, at scrape time.
-    ``per_member_cap``: how many members get their own series (None: none)."""
-    state = g.state
-    engine = state.engine
-    sizes = {name: len(v) for name, v in state.reconciler.granted.items()}
-    total = sum(engine.partitions_per_topic.get(t, 0) for t in subscribed(engine.members))
-    granted = sum(sizes.values())
-    revoking = state.reconciler.revoking()
-    member_lag = engine.member_lag()
-    per_member = []
-    if per_member_cap is not None:
-        per_member = [
-            (name, member_lag[name], sizes.get(name, 0))
-            for name in sorted(member_lag)[:per_member_cap]
-        ]
-    return GroupReading(
-        group=g.name,
-        members=len(state.presence),
-        assigned=granted,
-        revoking=revoking,
-        unassigned=max(0, total - granted - revoking),
-        imbalance=max(sizes.values()) - min(sizes.values()) if sizes else 0,
-        lag_total=sum(member_lag.values()),
-        lag_max_member=max(member_lag.values(), default=0),
-        lag_skew=engine.lag_skew(),
-        cross_rack=engine.cross_rack(),
-        violations=len(state.violations()),
-        per_member=per_member,
-    )
 
 
 def wall_clock(mono: float) -> float:

@@ -19,9 +19,9 @@ from pydantic import ValidationError
 from controller import logs
 from controller.core.constraint_check import left_unread, unknown_names
 from controller.core.group import effective_constraints
+from controller.core.views import constraints_view, group_summary
 from controller.runtime import faultpoints
 from controller.runtime.daemon import Controller
-from controller.runtime.group_view import constraints_view, group_summary
 from controller.runtime.replica_state import ManagedGroup
 from controller.wire.records import ConstraintPatch, ConstraintSet, ConstraintsRecord, problems
 
@@ -167,10 +167,9 @@ async def _change_constraints(controller: Controller, request: web.Request) -> w
         counter.labels("constraints", "not_found").inc()
         return web.json_response({"error": f"this replica does not lead {group!r}"}, status=404)
     state = g.state
-    engine = state.engine
     unknown = unknown_names(
         patch,
-        engine.partitions_per_topic,
+        state.partitions_per_topic,
         state.knows,
         state.overrides,
         allow_unknown_members=_flag(request, "allow_unknown_members"),
@@ -185,7 +184,7 @@ async def _change_constraints(controller: Controller, request: web.Request) -> w
         counter.labels("constraints", "invalid").inc()
         return web.json_response({"error": str(exc)}, status=400)
     unread = await asyncio.to_thread(
-        left_unread, dict(engine.partitions_per_topic), dict(engine.members), effective
+        left_unread, dict(state.partitions_per_topic), state.subscriptions(), effective
     )
     if unread and _flag(request, "strict"):
         counter.labels("constraints", "refused").inc()

@@ -14,9 +14,10 @@ from assignors import TopicPartition
 from controller import logs
 from controller.adapters.connection import client_options
 from controller.config import Config
-from controller.runtime.kafka_io import PartitionOffsets, SamplePublisher
 from controller.runtime.metrics import Metrics
-from controller.runtime.replica_state import ReplicaState, subscribed
+from controller.runtime.replica_state import ReplicaState
+from controller.runtime.samples import SamplePublisher
+from controller.wire.offsets import PartitionOffsets
 from controller.wire.records import DecodeError, LagRecord, decode, split_key
 
 log = logs.get("ballast.controller")
@@ -46,11 +47,9 @@ class LagIngest:
         use_lag = self.cfg.lag.source == "poll"
         while True:
             for g in list(self._state.groups.values()):
-                topics = subscribed(g.state.engine.members)
+                topics = g.state.subscribed_topics()
                 ppt = {
-                    t: n
-                    for t, n in g.state.engine.partitions_per_topic.items()
-                    if n > 0 and t in topics
+                    t: n for t, n in g.state.partitions_per_topic.items() if n > 0 and t in topics
                 }
                 began = time.perf_counter()
                 try:
@@ -140,7 +139,7 @@ class LagIngest:
             return
         if group not in self._state.groups:
             return
-        known = self._state.groups[group].state.engine.partitions_per_topic
+        known = self._state.groups[group].state.partitions_per_topic
         if rec.partition >= known.get(rec.topic, 0):
             self._invalid(
                 "lag",

@@ -9,7 +9,7 @@ import time
 
 from controller import logs
 from controller.config import Config
-from controller.runtime.replica_state import ReplicaState, subscribed
+from controller.runtime.replica_state import ReplicaState
 
 log = logs.get("ballast.controller")
 
@@ -23,7 +23,7 @@ async def watch_metadata(cfg: Config, state: ReplicaState) -> None:
                 await state.metadata_wake.wait()
         state.metadata_wake.clear()
         for g in list(state.groups.values()):
-            topics = subscribed(g.state.engine.members) | {
+            topics = g.state.subscribed_topics() | {
                 t for p in g.state.presence.values() for t in p.topics
             }
             meta = await state.readers[g.name].topic_metadata(topics)

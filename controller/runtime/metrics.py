@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Iterator
-from typing import NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from controller.core.group import REASONS
+from controller.core.rebalance import REASONS
+from controller.core.views import GroupReading
 
 
 def _geometric(low: float, high: float, factor: float) -> tuple[float, ...]:
@@ -31,27 +31,6 @@ DURATION_BUCKETS = _geometric(0.0005, 60.0, 1.249)
 #: ``ballast_partitions_moved_total``'s reasons: a rebalance's, and moves onto a rack.
 MOVE_REASONS = (*REASONS, "rack")
 _HANDOFF_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
-
-
-class GroupReading(NamedTuple):
-    """A led group's gauges, computed when scraped (bounded: one pass over its members)."""
-
-    group: str
-    members: int
-    assigned: int
-    revoking: int
-    unassigned: int
-    imbalance: int
-    lag_total: int
-    lag_max_member: int
-    lag_skew: float
-    #: Partitions the target assignment puts on a member whose rack holds none of their
-    #: replicas (0 without racks).
-    cross_rack: int
-    #: Operator constraints the target assignment breaks: must stay 0.
-    violations: int
-    #: (member, lag, partitions) for the capped per-member series; empty when off.
-    per_member: list[tuple[str, int, int]]
 
 
 class GroupGauges(Collector):

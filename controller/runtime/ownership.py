@@ -15,13 +15,16 @@ from collections.abc import Awaitable, Callable
 from assignors import LagPolicy
 from controller import logs
 from controller.config import Config
-from controller.core.group import GroupState, GroupTuning, Recovered, RejectedError
+from controller.core.rebalance import GroupTuning
+from controller.core.recovery import Recovered, rebuilt
 from controller.runtime import collector_policy, faultpoints
+from controller.runtime.assignment_log import AssignmentLog
 from controller.runtime.constraint_store import ConstraintStore
 from controller.runtime.election import ShardElection, shard_of
 from controller.runtime.group_loop import GroupLoop
-from controller.runtime.kafka_io import AssignmentLog, AssignmentPublisher, OffsetReader
 from controller.runtime.metrics import Metrics
+from controller.runtime.offsets_reader import OffsetReader
+from controller.runtime.publisher import AssignmentPublisher
 from controller.runtime.replica_state import ManagedGroup, ReplicaState
 from controller.runtime.trace import TraceRecorder
 from controller.tasks import cancel_and_wait
@@ -156,12 +159,12 @@ class Ownership:
             self.metrics.start_group(name)
             self.metrics.leader.labels(name).set(1)
             self.metrics.epoch.labels(name).set(epoch)
-            self.metrics.generation.labels(name).set(managed.state.reconciler.generation)
+            self.metrics.generation.labels(name).set(managed.state.generation)
             log.info(
                 "group_acquired",
                 group=name,
-                members=len(managed.state.reconciler.granted),
-                generation=managed.state.reconciler.generation,
+                members=managed.state.granted_members(),
+                generation=managed.state.generation,
                 epoch=epoch,
                 replica=self.replica,
             )
@@ -222,31 +225,18 @@ class Ownership:
             log.warning("recovery_conflict", group=name, detail=detail)
         topics = {t for ts in recovered.topics.values() for t in ts}
         meta = await self._state.readers[name].topic_metadata(topics)
-        now = time.monotonic()
-        tuning = group_tuning(self.cfg)
-        heard = self._state.heard.get(name, {})
-        capacities = {m: p.capacity for m, p in heard.items()}
-        state = GroupState(
+        state = rebuilt(
             name,
-            tuning,
-            meta.counts,
+            group_tuning(self.cfg),
             recovered,
-            now,
-            capacities=capacities,
+            meta.counts,
+            meta.racks,
+            now=time.monotonic(),
+            heard=self._state.heard.get(name, {}),
+            last_seen=self._state.last_seen.get(name, {}),
             configured=self.cfg.group(name).constraints,
-            overrides=overrides.constraints if overrides else None,
+            overrides=overrides,
         )
-        if overrides is not None:  # what operators did, whether or not it took effect
-            state.paused = overrides.paused
-            for member in overrides.drained:
-                if not state.drain(member, now):
-                    state.drained.add(member)  # not here yet: kept empty when it comes
-        state.adopt_racks({m: state.rack_for(m, p.rack) for m, p in heard.items()}, meta.racks)
-        for p in heard.values():
-            with contextlib.suppress(RejectedError):
-                state.on_presence(p, now)
-        for member, since in self._state.last_seen.get(name, {}).items():
-            state.seen_absent(member, since)
         if self._expect is not None:
             for member in recovered.granted:
                 self._expect(name, member)

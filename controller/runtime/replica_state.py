@@ -9,8 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from assignors import TopicPartition
-from controller.core.group import GroupState, Rebalance
-from controller.runtime.kafka_io import OffsetReader, PartitionOffsets
+from controller.core.group import GroupState
+from controller.core.rebalance import Rebalance
+from controller.runtime.offsets_reader import OffsetReader
+from controller.wire.offsets import PartitionOffsets
 from controller.wire.records import Presence
 
 RECENT_REBALANCES = 20
@@ -51,7 +53,3 @@ class ReplicaState:
     last_seen: dict[str, dict[str, float]] = field(default_factory=dict)
     #: Partition counts may have changed or be newly needed (a led group, a new topic).
     metadata_wake: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-def subscribed(members: dict[str, frozenset[str]]) -> set[str]:
-    return {t for topics in members.values() for t in topics}

@@ -31,17 +31,14 @@ class TraceRecorder:
     def attach(self, state: GroupState) -> None:
         """Write the group as it stands (recovered members, known topics), then follow it."""
         now = time.monotonic()
-        engine = state.engine
-        if engine.partitions_per_topic:
+        known = state.partitions_per_topic
+        if known:
             self._write(
                 TraceEvent(
-                    group=state.name,
-                    t=self._t(now),
-                    kind="partitions",
-                    partitions=engine.partitions_per_topic,
+                    group=state.name, t=self._t(now), kind="partitions", partitions=dict(known)
                 )
             )
-        for member, topics in engine.members.items():
+        for member, topics in state.subscriptions().items():
             self.record(state.name, MemberJoined(member, topics), now)
         state.recorder = lambda event, at: self.record(state.name, event, at)
 

@@ -162,7 +162,7 @@ async def run_audit(
     from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415 - I/O kept out of the pure part
 
     from controller.adapters.metadata import topic_metadata  # noqa: PLC0415
-    from controller.runtime.kafka_io import read_assignment_log  # noqa: PLC0415
+    from controller.runtime.assignment_log import read_assignment_log  # noqa: PLC0415
     from controller.runtime.startup import NOT_REACHABLE, reason  # noqa: PLC0415
 
     try:

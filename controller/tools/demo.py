@@ -29,7 +29,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
 
 from controller import logs
-from controller.client import ManagedConsumer
+from controller.client import ManagedConsumer, PresenceOptions
 from controller.config import Config
 from controller.runtime.daemon import Controller
 from controller.runtime.http import bound_port, serve
@@ -67,8 +67,7 @@ class Fleet:
             name,
             [TOPIC],
             bootstrap_servers=self.kafka,
-            mqtt_port=self.mqtt_port,
-            mqtt_keepalive=1,
+            presence=PresenceOptions(mqtt_port=self.mqtt_port, mqtt_keepalive=1),
             auto_offset_reset="earliest",
             report_lag=self.report_lag,
         )

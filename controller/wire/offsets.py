@@ -56,6 +56,21 @@ class Offsets(NamedTuple):
     error: int = 0
 
 
+class PartitionOffsets(NamedTuple):
+    """A partition's offsets as one lag poll read them."""
+
+    committed: int | None
+    log_end: int
+    log_start: int | None
+
+    def lag(self, reset: str) -> int:
+        """Offsets behind; without a commit, as ``auto.offset.reset`` would start."""
+        done = self.committed
+        if done is None:
+            done = self.log_end if reset == "latest" else (self.log_start or 0)
+        return max(0, self.log_end - done)
+
+
 def read_list_offsets(version: int, body: bytes) -> Offsets:
     """A ListOffsets response body (after the response header)."""
     return read_checked("ListOffsets", LIST_OFFSETS_VERSIONS, version, body, _read_listed)

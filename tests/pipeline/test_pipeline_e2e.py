@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
 
 from assignors import TopicPartition
-from controller.client import ManagedConsumer
+from controller.client import ManagedConsumer, PresenceOptions
 from controller.config import Config
 from controller.tools import embedded
 from controller.wire.records import OffsetSample, partition_key
@@ -150,8 +150,7 @@ async def test_client_self_reports_reach_the_controller_through_spark(  # noqa: 
                 "solo",
                 [topic],
                 bootstrap_servers=kafka.address,
-                mqtt_port=mqtt.port,
-                mqtt_keepalive=1,
+                presence=PresenceOptions(mqtt_port=mqtt.port, mqtt_keepalive=1),
                 auto_offset_reset="earliest",
                 offset_samples_topic=samples,
                 sample_interval=0.3,

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from assignors import STRATEGIES, TopicPartition
-from controller.core.group import GroupState, GroupTuning
+from controller.core.group import GroupState
+from controller.core.rebalance import GroupTuning
 from controller.runtime.trace import TraceRecorder
 from controller.wire.records import DecodeError, Presence, TraceEvent
 from pipeline.traces import read_jsonl, replay, synthesize, write_jsonl

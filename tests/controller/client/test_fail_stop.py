@@ -18,6 +18,7 @@ from collections import Counter
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from controller.client import PresenceOptions
 from controller.client.consumer import FAIL_STOPS, ManagedConsumer, MemberFailedError
 from controller.runtime.daemon import Controller
 from controller.tools import embedded
@@ -45,8 +46,7 @@ class Fleet:
             name,
             [self.topic],
             bootstrap_servers=self.kafka.address,
-            mqtt_port=self.mqtt.port,
-            mqtt_keepalive=1,
+            presence=PresenceOptions(mqtt_port=self.mqtt.port, mqtt_keepalive=1),
             auto_offset_reset="earliest",
         )
         await consumer.start()

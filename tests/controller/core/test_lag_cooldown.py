@@ -5,8 +5,9 @@ lag. A slow member once drew a lag rebalance per poll (8 in 40 s) while lag rose
 from __future__ import annotations
 
 from assignors import TopicPartition
-from controller.core.group import GroupState, GroupTuning
+from controller.core.group import GroupState
 from controller.core.lag_cooldown import LagCooldown
+from controller.core.rebalance import GroupTuning
 from controller.wire.records import Presence
 
 TPS = [TopicPartition("orders", p) for p in range(8)]

@@ -30,10 +30,11 @@ from kafka.admin import (
 from assignors import TopicPartition
 from controller.adapters.metadata import topic_metadata
 from controller.adapters.topics import BrokerRefusalError, ensure_topic, partition_count
+from controller.client import PresenceOptions
 from controller.client.consumer import ManagedConsumer
 from controller.config import Config
+from controller.core.views import group_view
 from controller.runtime.daemon import Controller
-from controller.runtime.group_view import group_view
 from controller.tasks import cancel_and_wait
 from controller.tools import apache_kafka, embedded
 from controller.tools.audit import run_audit
@@ -77,8 +78,7 @@ async def _member(
         name,
         [topic],
         bootstrap_servers=bootstrap,
-        mqtt_port=mqtt.port,
-        mqtt_keepalive=1,
+        presence=PresenceOptions(mqtt_port=mqtt.port, mqtt_keepalive=1),
         rack=rack,
         **options,
     )

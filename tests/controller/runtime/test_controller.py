@@ -22,10 +22,11 @@ from aiokafka.protocol.metadata import MetadataRequest
 from assignors import TopicPartition
 from controller.adapters.metadata import topic_metadata
 from controller.adapters.topics import ensure_topic
+from controller.client import PresenceOptions
 from controller.client.consumer import ManagedConsumer
 from controller.config import Config
+from controller.core.views import group_view
 from controller.runtime.daemon import Controller
-from controller.runtime.group_view import group_view
 from controller.tools import embedded
 from controller.tools.simfleet import Fleet
 from controller.wire.records import Presence
@@ -242,9 +243,9 @@ async def test_a_managed_consumer_with_kafka_heartbeats_joins_applies_and_leaves
                 name,
                 [topic],
                 bootstrap_servers=kafka.address,
-                presence="kafka",
-                heartbeat_topic=hb_topic,
-                heartbeat_interval=0.3,
+                presence=PresenceOptions(
+                    via="kafka", heartbeat_topic=hb_topic, heartbeat_interval=0.3
+                ),
             )
             for name in ("a", "b")
         ]
@@ -559,8 +560,7 @@ async def test_a_member_rack_reaches_the_controller(
                 m,
                 [topic],
                 bootstrap_servers=kafka.address,
-                mqtt_port=mqtt.port,
-                mqtt_keepalive=1,
+                presence=PresenceOptions(mqtt_port=mqtt.port, mqtt_keepalive=1),
                 rack=rack,
                 auto_offset_reset="earliest",  # records sent before a position resolves count
             )
@@ -617,7 +617,11 @@ async def test_a_long_poll_on_a_quiet_topic_returns_when_the_assignment_changes(
 
     def member(name: str) -> ManagedConsumer:
         return ManagedConsumer(
-            group, name, [topic], bootstrap_servers=kafka.address, mqtt_port=mqtt.port
+            group,
+            name,
+            [topic],
+            bootstrap_servers=kafka.address,
+            presence=PresenceOptions(mqtt_port=mqtt.port),
         )
 
     async def poll(c: ManagedConsumer) -> None:
@@ -675,7 +679,13 @@ async def test_no_client_asks_for_the_metadata_of_every_topic(
     group, one = names[0], f"{names[1]}-one"
     await embedded.create_topics(kafka.address, {one: 1})
     members = [
-        ManagedConsumer(group, m, [one], bootstrap_servers=kafka.address, mqtt_port=mqtt.port)
+        ManagedConsumer(
+            group,
+            m,
+            [one],
+            bootstrap_servers=kafka.address,
+            presence=PresenceOptions(mqtt_port=mqtt.port),
+        )
         for m in ("a", "b")
     ]
     async with running(make_config(kafka, mqtt, group)):
@@ -706,7 +716,7 @@ async def test_a_member_started_before_the_assignments_topic_exists_does_not_cre
         "early",
         [names[1]],
         bootstrap_servers=kafka.address,
-        mqtt_port=mqtt.port,
+        presence=PresenceOptions(mqtt_port=mqtt.port),
         assignments_topic=assignments,
     )
     starting = asyncio.create_task(member.start())
@@ -741,7 +751,11 @@ async def test_the_controller_and_a_member_work_when_a_bootstrap_learns_no_topic
     cfg = make_config(kafka, mqtt, group)
     async with running(cfg) as ctl:
         member = ManagedConsumer(
-            group, "a", [topic], bootstrap_servers=kafka.address, mqtt_port=mqtt.port
+            group,
+            "a",
+            [topic],
+            bootstrap_servers=kafka.address,
+            presence=PresenceOptions(mqtt_port=mqtt.port),
         )
         await member.start()
         try:

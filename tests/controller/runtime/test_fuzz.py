@@ -23,7 +23,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from controller.config import Config, load_config
-from controller.core.group import GroupState, GroupTuning, Recovered, RejectedError
+from controller.core.group import GroupState, RejectedError
+from controller.core.rebalance import GroupTuning
+from controller.core.recovery import Recovered
 from controller.errors import InputError
 from controller.runtime.lag_ingest import LagIngest
 from controller.runtime.membership import KafkaHeartbeats, MqttPresence, Sink

@@ -10,7 +10,8 @@ import pytest
 
 from assignors import TopicPartition
 from controller.config import Config
-from controller.core.group import GroupState, GroupTuning
+from controller.core.group import GroupState
+from controller.core.rebalance import GroupTuning
 from controller.runtime.group_loop import GroupLoop
 from controller.runtime.metrics import Metrics
 from controller.runtime.replica_state import ManagedGroup

@@ -15,7 +15,9 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from controller.client.consumer import INVALID_RECORDS, ManagedConsumer
+from controller.client import PresenceOptions
+from controller.client.assignment_feed import INVALID_RECORDS
+from controller.client.consumer import ManagedConsumer
 from controller.config import Config
 from controller.runtime.daemon import Controller
 from controller.tools import embedded
@@ -65,8 +67,7 @@ def _member(
         name,
         [topic],
         bootstrap_servers=kafka.address,
-        mqtt_port=mqtt.port,
-        mqtt_keepalive=1,
+        presence=PresenceOptions(mqtt_port=mqtt.port, mqtt_keepalive=1),
         **kw,
     )
 

@@ -14,10 +14,11 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from assignors import TopicPartition
 from controller.adapters import offsets as adapter_offsets
-from controller.runtime import kafka_io
-from controller.runtime.kafka_io import OffsetReader, PartitionOffsets, SamplePublisher
+from controller.runtime import offsets_reader
+from controller.runtime.offsets_reader import OffsetReader
+from controller.runtime.samples import SamplePublisher
 from controller.tools import embedded
-from controller.wire.offsets import Offsets
+from controller.wire.offsets import Offsets, PartitionOffsets
 from controller.wire.raw_answers import RawDecodeError
 from tests.brokers import make_config, read_records, records_and_commits
 
@@ -103,8 +104,8 @@ async def test_what_the_fast_read_cannot_answer_is_asked_again_through_aiokafka(
     async def faulty_fetched(*args: Any) -> Offsets:
         return faulty(await fetched(*args))
 
-    monkeypatch.setattr(kafka_io, "list_offsets", faulty_listed)
-    monkeypatch.setattr(kafka_io, "committed_offsets", faulty_fetched)
+    monkeypatch.setattr(offsets_reader, "list_offsets", faulty_listed)
+    monkeypatch.setattr(offsets_reader, "committed_offsets", faulty_fetched)
     slow = _SlowPath(monkeypatch)
     reader = OffsetReader(make_config(kafka, mqtt, group), group)
     await reader.start()

@@ -7,7 +7,7 @@ import json
 
 from assignors import TopicPartition
 from controller.core.handoff import Outgoing
-from controller.runtime.kafka_io import encode_plan
+from controller.core.plan_records import encode_plan
 from controller.wire.assignments import EPOCH_HEADER, GENERATION_HEADER
 from controller.wire.records import Assignment, assignment_key, decode
 

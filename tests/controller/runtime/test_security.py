@@ -23,7 +23,7 @@ import aiomqtt
 import pytest
 
 from controller.adapters.presence import MqttAuth
-from controller.client import ManagedConsumer
+from controller.client import ManagedConsumer, PresenceOptions
 from controller.tools import embedded
 from tests.brokers import kafka_yaml, start_daemon
 from tests.certs import server_cert
@@ -178,9 +178,11 @@ logging: {{format: json, level: debug}}
                 m,
                 [topic],
                 bootstrap_servers=kafka.address,
-                mqtt_port=mosquitto.tls_port,
-                mqtt_keepalive=1,
-                mqtt_auth=MqttAuth(m, PASSWORDS[m], tls),
+                presence=PresenceOptions(
+                    mqtt_port=mosquitto.tls_port,
+                    mqtt_keepalive=1,
+                    mqtt_auth=MqttAuth(m, PASSWORDS[m], tls),
+                ),
             )
             await members[m].start()
 

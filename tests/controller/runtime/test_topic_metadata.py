@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from assignors import TopicPartition, valid_rack
 from controller.adapters import metadata as adapter_metadata
 from controller.adapters.undecoded import Undecoded
-from controller.runtime.kafka_io import OffsetReader
+from controller.runtime.offsets_reader import OffsetReader
 from controller.tools import embedded
 from controller.wire.metadata import MetadataDecodeError, TopicMetadata, read_metadata
 from tests.brokers import make_config

@@ -9,7 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assignors import TopicPartition
-from controller.core.group import GroupState, GroupTuning, Recovered
+from controller.core.group import GroupState
+from controller.core.rebalance import GroupTuning
+from controller.core.recovery import Recovered
 from controller.tools.audit import audit_group
 from controller.wire.fencing import AssignmentView, Verdict
 from controller.wire.records import Logged, LoggedFence, LoggedRecord, Presence
@@ -140,7 +142,9 @@ def test_grace_goes_on_from_the_recorded_absence() -> None:
         ),
         0.1,
     )
-    assert group.grace.get("b") == 5.0  # not 10.0: the new leader does not restart the clock
+    assert (
+        group.absences.deadline("b") == 5.0
+    )  # not 10.0: the new leader does not restart the clock
     _, plan = group.tick(5.0)
     assert plan is not None
     assert [(r.member, r.partitions) for r in plan.records] == [("b", None)]

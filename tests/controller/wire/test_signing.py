@@ -12,7 +12,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from controller.core.handoff import Outgoing
-from controller.runtime.kafka_io import encode_plan
+from controller.core.plan_records import encode_plan
 from controller.wire.assignments import EPOCH_HEADER, GENERATION_HEADER, log_entry
 from controller.wire.signing import (
     SIGNATURE_HEADER,

@@ -1,16 +1,61 @@
-"""The read-only views of led groups the HTTP API serves (and ``ballast status`` and
-``ballast describe`` show)."""
+"""The read-only views of a led group: what the HTTP API serves (and ``ballast status``
+and ``ballast describe`` show), and the gauges read at scrape time. Pure: computed from
+the group's state and what the runtime adds to it (``LedGroup``)."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple, Protocol
 
-from controller.runtime.kafka_io import PartitionOffsets
-from controller.runtime.replica_state import ManagedGroup
+from assignors import TopicPartition
+from controller.core.group import GroupState
+from controller.core.rebalance import Rebalance
+from controller.wire.offsets import PartitionOffsets
 
 
-def group_summary(g: ManagedGroup) -> dict[str, object]:
+class LedGroup(Protocol):
+    """A group as the runtime leads it: its state, its tenure's epoch, whether a
+    publication is in flight, its latest rebalances (wall-clock time, generation, what
+    it decided), and the last lag poll's offsets."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def state(self) -> GroupState: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def publishing(self) -> bool: ...
+    @property
+    def recent(self) -> Sequence[tuple[float, int, Rebalance]]: ...
+    @property
+    def offsets(self) -> Mapping[TopicPartition, PartitionOffsets]: ...
+
+
+class GroupReading(NamedTuple):
+    """A led group's gauges, computed when scraped (bounded: one pass over its members)."""
+
+    group: str
+    members: int
+    assigned: int
+    revoking: int
+    unassigned: int
+    imbalance: int
+    lag_total: int
+    lag_max_member: int
+    lag_skew: float
+    #: Partitions the target assignment puts on a member whose rack holds none of their
+    #: replicas (0 without racks).
+    cross_rack: int
+    #: Operator constraints the target assignment breaks: must stay 0.
+    violations: int
+    #: (member, lag, partitions) for the capped per-member series; empty when off.
+    per_member: list[tuple[str, int, int]]
+
+
+def group_summary(g: LedGroup) -> dict[str, object]:
     """One row of ``GET /v1/groups``: O(members), never O(partitions)."""
     state = g.state
     member_lag = state.engine.member_lag()
@@ -54,7 +99,7 @@ def group_state(paused: bool, unassigned: int, settled: bool) -> str:
     return "settled" if settled else "rebalancing"
 
 
-def constraints_view(g: ManagedGroup) -> dict[str, object]:
+def constraints_view(g: LedGroup) -> dict[str, object]:
     """``GET /v1/groups/<group>/constraints``: the config's, the admin API's, what is in
     force (the latter laid over the former), what the caps leave unassigned, and what is
     broken (always nothing)."""
@@ -69,14 +114,14 @@ def constraints_view(g: ManagedGroup) -> dict[str, object]:
     }
 
 
-def member_state(g: ManagedGroup, member: str) -> str:
+def member_state(g: LedGroup, member: str) -> str:
     """``drained``, ``leave-grace``, ``gone`` (no presence, not yet departed), ``applying``
     (has not acknowledged its latest record: a grant or revoke in flight) or ``active``.
     Not "behind the group's generation": a plan writes only the records that change."""
     state = g.state
     if member in state.drained:
         return "drained"
-    if member in state.grace:
+    if member in state.absences:
         return "leave-grace"
     if member not in state.presence:
         return "gone"
@@ -94,9 +139,7 @@ def _offsets(o: PartitionOffsets | None, reset: str) -> dict[str, int | None]:
     return {"committed": o.committed, "log_end": o.log_end, "raw_lag": o.lag(reset)}
 
 
-def group_view(
-    g: ManagedGroup, partitions: bool = False, reset: str = "latest"
-) -> dict[str, object]:
+def group_view(g: LedGroup, partitions: bool = False, reset: str = "latest") -> dict[str, object]:
     """``GET /v1/groups/<group>``: members, grants, targets, handoffs and quality; with
     ``partitions`` (``?partitions=true``) also each partition: its owner (None when it
     has no reader), the owner's client process and rack, the last poll's committed and
@@ -121,7 +164,7 @@ def group_view(
             "topics": sorted(topics),
             "state": member_state(g, member),
             "live": p is not None,
-            "in_leave_grace": member in g.state.grace,
+            "in_leave_grace": member in g.state.absences,
             "applied_generation": g.state.reconciler.acked.get(member, -1),
             "last_heard_seconds_ago": None if heard is None else round(now - heard, 3),
             "granted": [[tp.topic, tp.partition] for tp in sorted(granted.get(member, ()))],
@@ -202,3 +245,35 @@ def group_view(
             ),
         },
     }
+
+
+def reading(g: LedGroup, per_member_cap: int | None) -> GroupReading:
+    """The group's gauges (``GroupGauges``): one pass over its members, at scrape time.
+    ``per_member_cap``: how many members get their own series (None: none)."""
+    state = g.state
+    engine = state.engine
+    sizes = {name: len(v) for name, v in state.reconciler.granted.items()}
+    total = sum(engine.partitions_per_topic.get(t, 0) for t in state.subscribed_topics())
+    granted = sum(sizes.values())
+    revoking = state.reconciler.revoking()
+    member_lag = engine.member_lag()
+    per_member = []
+    if per_member_cap is not None:
+        per_member = [
+            (name, member_lag[name], sizes.get(name, 0))
+            for name in sorted(member_lag)[:per_member_cap]
+        ]
+    return GroupReading(
+        group=g.name,
+        members=len(state.presence),
+        assigned=granted,
+        revoking=revoking,
+        unassigned=max(0, total - granted - revoking),
+        imbalance=max(sizes.values()) - min(sizes.values()) if sizes else 0,
+        lag_total=sum(member_lag.values()),
+        lag_max_member=max(member_lag.values(), default=0),
+        lag_skew=engine.lag_skew(),
+        cross_rack=engine.cross_rack(),
+        violations=len(state.violations()),
+        per_member=per_member,
+    )

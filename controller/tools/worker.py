@@ -22,6 +22,7 @@ from aiokafka.errors import KafkaError
 
 from controller import logs
 from controller.adapters.presence import MqttAuth
+from controller.client import PresenceOptions
 from controller.client.consumer import ManagedConsumer
 from controller.wire.signing import Verifier
 
@@ -60,15 +61,14 @@ async def run_worker(
         member,
         topics,
         bootstrap_servers=bootstrap,
-        presence=presence,
-        mqtt_port=mqtt_port,
-        mqtt_keepalive=1,
+        presence=PresenceOptions(
+            via=presence, mqtt_port=mqtt_port, mqtt_keepalive=1, mqtt_auth=mqtt_auth
+        ),
         auto_offset_reset="earliest",
         report_lag=True,
         rack=rack,
         capacity=capacity,
         verify_key=verify_key,
-        mqtt_auth=mqtt_auth,
         on_partitions_assigned=lambda tps: note("granted", tps),
         on_partitions_revoked=lambda tps: note("revoked", tps),
     )

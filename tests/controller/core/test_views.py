@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from controller.core.group import GroupState, GroupTuning
-from controller.runtime.group_view import group_summary, member_state
+from controller.core.group import GroupState
+from controller.core.rebalance import GroupTuning
+from controller.core.views import group_summary, member_state
 from controller.runtime.replica_state import ManagedGroup
 from tests.controller.core.test_group_state import settled
 

@@ -1,0 +1,94 @@
+"""``ballast audit`` and ``keys``: the assignments topic's history checked, and the key
+pair its records are signed with."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from controller import logs
+from controller.adapters.connection import client_options
+from controller.cli.parsing import Commands, verifier_from
+from controller.config import AssignmentsTopic, load_config
+from controller.errors import InputError
+from controller.tools.audit import run_audit
+from controller.wire.signing import KeyFileError, generate
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    logs.configure("error")
+    verifier = None if args.public_key is None else verifier_from(args.public_key)
+    bootstrap, topic, security = args.bootstrap, args.topic, {}
+    if args.config is not None:
+        cfg = load_config(args.config)
+        bootstrap = bootstrap or cfg.kafka.bootstrap_servers
+        topic = topic or cfg.assignments.name
+        security = client_options(cfg)
+        del security["bootstrap_servers"]
+    if bootstrap is None:
+        raise InputError("audit: give --bootstrap, or --config (its kafka section)")
+    topic = topic or AssignmentsTopic().name
+    rejected: list[str] = []
+    reports = asyncio.run(
+        run_audit(
+            bootstrap,
+            topic,
+            args.group,
+            args.window,
+            verifier=verifier,
+            rejected=rejected,
+            security=security,
+        )
+    )
+    if rejected:
+        print(f"{len(rejected)} records rejected (not read, not audited):")
+        for why in rejected[:50]:
+            print(f"  rejected: {logs.clipped(why)}")
+    for report in reports:
+        print(report.render())
+    if not reports:
+        print(f"no groups found in {topic}")
+    return 0 if all(r.ok for r in reports) else 1
+
+
+def _cmd_keys(args: argparse.Namespace) -> int:
+    try:
+        private, public = generate(args.out)
+    except KeyFileError as exc:
+        raise InputError(str(exc)) from None
+    print(f"private key {private} (mode 0600): signing.private_key_file of every controller")
+    print(f"public key  {public}: verify_key of every consumer, --public-key of audit")
+    return 0
+
+
+def add_audit(sub: Commands) -> None:
+    """``audit``."""
+    p = sub.add_parser("audit", help="check the invariants against the assignments topic's history")
+    p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: --config's)")
+    p.add_argument(
+        "--config",
+        type=Path,
+        help="a Ballast config: its kafka section (TLS, SASL) and assignments topic",
+    )
+    p.add_argument("--topic", help="the assignments topic (default: ballast.assignments)")
+    p.add_argument("--group", action="append", help="only these groups (repeatable)")
+    p.add_argument(
+        "--window",
+        type=float,
+        default=60.0,
+        help="longest a partition may stay ungranted, seconds (rebalance_delay + handoff_timeout)",
+    )
+    p.add_argument(
+        "--public-key", type=Path, help="the controller's public key: audit signed records only"
+    )
+    p.set_defaults(func=_cmd_audit)
+
+
+def add_keys(sub: Commands) -> None:
+    """``keys``."""
+    p = sub.add_parser("keys", help="the controller's signing key pair")
+    keys = p.add_subparsers(dest="step", required=True, metavar="STEP")
+    gen = keys.add_parser("generate", help="write signing.key (0600) and signing.pub")
+    gen.add_argument("--out", type=Path, required=True, help="directory to write them to")
+    p.set_defaults(func=_cmd_keys)

@@ -1,0 +1,87 @@
+"""The parser every ``ballast`` command is built with, and the argument types several
+command families share."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, TypeAlias
+
+from assignors import check_capacity, check_rack
+from controller.adapters.presence import MqttAuth
+from controller.errors import InputError
+from controller.wire.signing import KeyFileError, Verifier
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Shows an option's default when it has one worth showing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            "%(default)" in text
+            or default in (None, False, argparse.SUPPRESS)
+            or action.option_strings == []
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """Every (sub)parser with the same help formatter: subparsers are made by this class."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(**kwargs)
+
+
+#: What a command family's ``add_*`` is handed: the subcommands of ``ballast``.
+Commands: TypeAlias = "argparse._SubParsersAction[Parser]"
+
+
+def capacity_arg(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--capacity: expected a number, got {value!r}") from None
+    try:
+        return check_capacity(number, "--capacity")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def rack_arg_value(value: str) -> str:
+    try:
+        return check_rack(value, "--rack")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
+
+
+def verifier_from(path: Path) -> Verifier:
+    try:
+        return Verifier.from_file(path)
+    except KeyFileError as exc:
+        raise InputError(f"--public-key: {exc}") from None
+
+
+def mqtt_login(user: str | None, password_file: Path | None) -> MqttAuth | None:
+    if (user is None) != (password_file is None):
+        raise InputError("--mqtt-user and --mqtt-password-file go together")
+    if user is None or password_file is None:
+        return None
+    try:
+        password = password_file.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise InputError(f"--mqtt-password-file {password_file}: {exc.strerror}") from None
+    return MqttAuth(user, password)

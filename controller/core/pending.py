@@ -1,0 +1,110 @@
+"""The events of a group's next rebalance while its coalescing window is open.
+
+A burst of joins or leaves becomes one step: each event pushes the window's end out by
+``rebalance_delay`` (an empty group's first step waits at most ``initial_delay`` after
+its first join). Until the step runs, membership is read through it: a member queued to
+join is in the group, one queued to leave is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from assignors import Event, MemberJoined, MemberLeft, SubscriptionChanged
+from controller.core.rebalance import ABOUT_SHOWN, REASONS
+
+
+class Declared(NamedTuple):
+    """What a member declares about itself beside its topics."""
+
+    rack: str | None
+    capacity: float
+
+
+def weight(capacity: float | None) -> float:
+    return 1.0 if capacity is None else capacity
+
+
+class Step(NamedTuple):
+    """A closed window: its events and what they were for."""
+
+    events: list[Event]
+    #: In ``REASONS`` order.
+    reasons: tuple[str, ...]
+    #: When the first event was queued.
+    first: float
+    due: float
+    #: The members each reason was about, in order (see ``Rebalance.about``).
+    about: Mapping[str, tuple[str, ...]]
+    #: How each member with a queued ``MemberLeft`` went (a ``DEPARTURES`` reason).
+    departing: Mapping[str, str]
+
+
+class PendingStep:
+    def __init__(self, rebalance_delay: float, initial_delay: float) -> None:
+        self._delay = rebalance_delay
+        self._initial = initial_delay
+        self._clear()
+
+    def _clear(self) -> None:
+        self.events: list[Event] = []
+        #: When the window closes (None: nothing queued).
+        self.due: float | None = None
+        #: A member's topics as they will be once the events are applied (None: leaving).
+        self.topics: dict[str, frozenset[str] | None] = {}
+        #: A member's rack and capacity as they will be once the events are applied.
+        self.declared: dict[str, Declared] = {}
+        self._first: float | None = None
+        self._reasons: set[str] = set()
+        self._about: dict[str, list[str]] = {}
+        self._departing: dict[str, str] = {}
+
+    def add(
+        self,
+        event: Event,
+        reason: str,
+        now: float,
+        delay: float | None = None,
+        *,
+        group_empty: bool = False,
+    ) -> None:
+        """``delay``: how long the window stays open after this event (None: the
+        rebalance delay; an empty group's join: up to the initial delay)."""
+        self.events.append(event)
+        if isinstance(event, MemberJoined | SubscriptionChanged):
+            self.topics[event.member] = frozenset(event.topics)
+            if isinstance(event, MemberJoined):
+                self.declared[event.member] = Declared(event.rack, weight(event.capacity))
+        elif isinstance(event, MemberLeft):
+            self.topics[event.member] = None
+            self.declared[event.member] = Declared(None, 1.0)
+            self._departing[event.member] = reason
+        member = getattr(event, "member", None)
+        if isinstance(member, str):
+            named = self._about.setdefault(reason, [])
+            if len(named) < ABOUT_SHOWN and member not in named:
+                named.append(member)
+        self._reasons.add(reason)
+        if self._first is None:
+            self._first = now
+        due = now + (self._delay if delay is None else delay)
+        if delay is None and isinstance(event, MemberJoined) and group_empty:
+            latest = self._first + max(self._initial, self._delay)
+            self.due = min(due if self.due is None else max(due, self.due), latest)
+        elif self.due is None or due < self.due:
+            self.due = due
+
+    def take(self, now: float) -> Step:
+        """Close the window: its step, and an empty window."""
+        reasons = tuple(r for r in REASONS if r in self._reasons)
+        step = Step(
+            events=self.events,
+            reasons=reasons,
+            first=self._first if self._first is not None else now,
+            due=self.due if self.due is not None else now,
+            about={r: tuple(ms) for r, ms in self._about.items() if r in reasons},
+            departing=self._departing,
+        )
+        self._clear()
+        return step
