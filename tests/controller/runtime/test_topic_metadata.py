@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.conn import AIOKafkaConnection
 from aiokafka.protocol import metadata as protocol
 from aiokafka.protocol.metadata import MetadataResponse_v1
@@ -211,3 +212,23 @@ def test_a_truncated_response_is_an_error_not_a_wrong_reading(
         read_metadata(version, body[: max(0, len(body) - cut)])
     with pytest.raises(MetadataDecodeError):
         read_metadata(version, body + b"\x00")
+
+
+@pytest.mark.compat
+async def test_the_test_tool_makes_a_topic_larger_than_one_request_on_either_broker(
+    kafka: embedded.BrokerProcess, names: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Apache Kafka gets the topic a request's worth at a time and grows it; Tansu, which
+    has no CreatePartitions, gets it whole (the benchmarks' 100 000-partition topics)."""
+    monkeypatch.setattr(embedded, "PARTITIONS_PER_REQUEST", 3)
+    topic = f"big-{names[0]}"
+    await embedded.create_topics(kafka.address, {topic: 7})
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
+    await admin.start()
+    try:
+        deadline = asyncio.get_running_loop().time() + 30  # grown partitions show up late
+        while (await adapter_metadata.topic_metadata(admin, [topic])).counts.get(topic) != 7:
+            assert asyncio.get_running_loop().time() < deadline, "never 7 partitions"
+            await asyncio.sleep(0.1)
+    finally:
+        await admin.close()
