@@ -125,6 +125,8 @@ class MqttSettings(_Section):
     port: Port = 1883
     keepalive: Annotated[int, Field(ge=1, le=3600)] = 5
     topic_prefix: Name = "ballast"
+    #: The controller's MQTT client id; each replica appends its replica id
+    #: (``ha.replica_id``), so that replicas never end each other's session.
     client_id: str = "ballast-controller"
     username: str | None = None
     password: SecretStr | None = None

@@ -140,7 +140,9 @@ class Controller:
         await self._publisher.start()
         sink = Sink(self._seen, self._gone, frozenset(g.name for g in cfg.groups))
         if cfg.membership.source == "mqtt":
-            self._membership = MqttPresence(cfg, sink, self.metrics, self.health)
+            self._membership = MqttPresence(
+                cfg, sink, self.metrics, self.health, replica=self.replica
+            )
         else:
             self._membership = KafkaHeartbeats(cfg, sink, self.metrics, self.health)
             self.ownership.expect_heartbeats(self._membership.expect)

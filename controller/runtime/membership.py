@@ -84,8 +84,13 @@ class MqttPresence:
         metrics: Metrics,
         health: Health | None = None,
         resync: float = 2.0,
+        *,
+        replica: str = "",
     ) -> None:
+        """``replica``: appended to ``mqtt.client_id``. A broker ends a session when
+        another connects with its client id: replicas sharing one would take turns."""
         self._cfg = cfg
+        self.identifier = f"{cfg.mqtt.client_id}-{replica}" if replica else cfg.mqtt.client_id
         self._sink = sink
         self._metrics = metrics
         self._health = health or Health(metrics)
@@ -103,7 +108,7 @@ class MqttPresence:
                 async with aiomqtt.Client(
                     m.host,
                     m.port,
-                    identifier=m.client_id,
+                    identifier=self.identifier,
                     keepalive=m.keepalive,
                     clean_session=True,
                     username=auth.username,
