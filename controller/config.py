@@ -77,11 +77,15 @@ def _secret_from_files(section: BaseModel, *names: str) -> dict[str, SecretStr]:
 
 
 class KafkaSettings(_Section):
+    #: Brokers to start from, ``host:port`` separated by commas.
     bootstrap_servers: str = "127.0.0.1:9092"
+    #: Prefix of the client ids of the controller's Kafka clients (``<id>-publisher`` and so
+    #: on): the name brokers log and quota by.
     client_id: str = "ballast"
     #: Idempotent producer for the assignments topic. Brokers without InitProducerId
     #: (Tansu 0.6) need ``false``; controller_epoch fencing protects either way.
     idempotent_producer: bool = True
+    #: How long any request to a broker may take before it counts as failed.
     request_timeout: PositiveDuration = 30.0
     #: How often partition counts and replica racks of the subscribed topics are read
     #: again (also at once when a member names a topic the group has not seen): like
@@ -92,16 +96,25 @@ class KafkaSettings(_Section):
     #: ``ballast_connection_up{connection="kafka"}`` follow it (an unanswered probe
     #: counts after ``min(request_timeout, 3 * probe_interval)``).
     probe_interval: PositiveDuration = 5.0
+    #: How the controller reaches the brokers: plain, TLS, SASL, or SASL over TLS.
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    #: The SASL mechanism (needs a ``SASL_*`` ``security_protocol``).
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    #: The SASL user.
     sasl_username: str | None = None
+    #: The SASL password (prefer ``sasl_password_file`` or the environment).
     sasl_password: SecretStr | None = None
+    #: A file holding the SASL password (a mounted Secret); not with ``sasl_password``.
     sasl_password_file: Path | None = None
-    #: CA bundle to verify the brokers (default: the system's); client cert for mTLS.
+    #: CA bundle to verify the brokers (default: the system's).
     ssl_cafile: Path | None = None
+    #: Client certificate (PEM) for mutual TLS.
     ssl_certfile: Path | None = None
+    #: The client certificate's private key (PEM).
     ssl_keyfile: Path | None = None
+    #: Password of ``ssl_keyfile``, when it is encrypted.
     ssl_key_password: SecretStr | None = None
+    #: A file holding ``ssl_key_password``; not with it.
     ssl_key_password_file: Path | None = None
 
     @model_validator(mode="after")
@@ -121,20 +134,31 @@ class KafkaSettings(_Section):
 
 
 class MqttSettings(_Section):
+    #: The MQTT broker members announce their presence on.
     host: str = "127.0.0.1"
+    #: Its port (8883 is the usual TLS port).
     port: Port = 1883
+    #: Seconds between the controller's keepalives; the broker drops a silent session after
+    #: 1.5 times this.
     keepalive: Annotated[int, Field(ge=1, le=3600)] = 5
+    #: Presence lives on ``<prefix>/<group>/members/<member>``.
     topic_prefix: Name = "ballast"
     #: The controller's MQTT client id; each replica appends its replica id
     #: (``ha.replica_id``), so that replicas never end each other's session.
     client_id: str = "ballast-controller"
+    #: MQTT user (with an ACL: the controller reads ``<prefix>/#``).
     username: str | None = None
+    #: MQTT password (prefer ``password_file`` or the environment).
     password: SecretStr | None = None
+    #: A file holding the MQTT password; not with ``password``.
     password_file: Path | None = None
+    #: Connect over TLS.
     tls: bool = False
-    #: CA bundle for the broker's certificate (default: the system's); client cert for mTLS.
+    #: CA bundle for the broker's certificate (default: the system's).
     ca_file: Path | None = None
+    #: Client certificate (PEM) for mutual TLS (needs ``tls``).
     cert_file: Path | None = None
+    #: The client certificate's private key (PEM).
     key_file: Path | None = None
 
     @model_validator(mode="after")
@@ -149,8 +173,13 @@ class MqttSettings(_Section):
 
 
 class MembershipSettings(_Section):
+    #: Where members announce themselves: ``mqtt`` (retained presence with a Will) or
+    #: ``kafka`` (the heartbeat topic).
     source: Literal["mqtt", "kafka"] = "mqtt"
+    #: The compacted topic members heartbeat on with ``source: kafka``.
     heartbeat_topic: Name = "ballast.heartbeats"
+    #: With ``source: kafka``: a member silent for this long is gone (its leave grace
+    #: starts).
     session_timeout: PositiveDuration = 10.0
     #: Most members one group may have: past it, new members' presence is refused
     #: (counted, logged), so names from outside cannot grow the controller without bound.
@@ -160,8 +189,11 @@ class MembershipSettings(_Section):
 class LagSettings(_Section):
     #: ``poll``: read committed and end offsets; ``topic``: lag records; ``none``: no lag.
     source: Literal["poll", "topic", "none"] = "poll"
+    #: With ``source: poll``: how often committed and end offsets are read.
     poll_interval: PositiveDuration = 5.0
+    #: With ``source: topic``: the compacted topic of lag records the Spark lag job writes.
     topic: Name = "ballast.lag"
+    #: Weight of a new lag reading in the moving average (1: no smoothing).
     smoothing: Annotated[float, Field(gt=0, le=1)] = 0.3
     #: Readings one tick of a group hands its assignor, and lag records read from the
     #: lag topic between two yields of the event loop: a poll of every partition, or a
@@ -193,9 +225,13 @@ class PipelineSettings(_Section):
     #: ``ballast_kafka``: the Python source/sink shipped with Ballast (no jars needed);
     #: ``kafka``: Spark's native connector (spark-sql-kafka on the cluster), same options.
     kafka_format: Literal["ballast_kafka", "kafka"] = "ballast_kafka"
+    #: Spark master of the lag job (``local[N]``, or what spark-submit sets).
     master: str = "local[2]"
+    #: The streaming query's checkpoint directory (a path, or ``s3a://``).
     checkpoint: str = "ballast-pipeline-checkpoint"
+    #: Where a new query starts reading the samples topic.
     starting_offsets: Literal["earliest", "latest"] = "earliest"
+    #: How often a micro-batch runs.
     trigger_interval: PositiveDuration = 5.0
     #: Watermark delay: samples later than this (event time) are dropped and counted.
     lateness: Duration = 30.0
@@ -203,9 +239,12 @@ class PipelineSettings(_Section):
     rate_window: PositiveDuration = 60.0
     #: (offset, time) points kept per partition for time-lag interpolation.
     history: PositiveDuration = 900.0
+    #: Most (offset, time) points kept per partition within ``history``.
     max_points: Annotated[int, Field(ge=2, le=10_000)] = 120
     #: A partition without samples for this long (event time) gets a tombstone.
     age_out: PositiveDuration = 300.0
+    #: Most samples one micro-batch reads (unset: all available): bounds a batch after
+    #: downtime.
     max_offsets_per_trigger: Annotated[int, Field(ge=1)] | None = None
     #: Fixed in the checkpoint once a query has run (Spark's state partitioning).
     shuffle_partitions: Annotated[int, Field(ge=1, le=10_000)] = 4
@@ -219,7 +258,9 @@ class PipelineSettings(_Section):
     #: AWS S3), buckets addressed by path (MinIO, moto) or by host name, and the region.
     #: Credentials come from the environment (AWS_*), never from this file.
     s3_endpoint: Annotated[str, Field(pattern=r"^https?://[^\s]+$")] | None = None
+    #: Address S3 buckets by path (MinIO, moto) instead of by host name.
     s3_path_style: bool = False
+    #: The S3 region.
     s3_region: Annotated[str, Field(pattern=r"^[a-z0-9-]{1,64}$")] = "us-east-1"
 
     @model_validator(mode="after")
@@ -230,17 +271,28 @@ class PipelineSettings(_Section):
 
 
 class RebalanceSettings(_Section):
+    #: Membership events are coalesced for this long before a rebalance (each new one
+    #: extends the wait).
     delay: Duration = 1.0
     #: An empty group's first rebalance waits for joins to stop (``delay`` without one),
     #: at most this long: Kafka's ``group.initial.rebalance.delay.ms``, same default.
     initial_delay: Duration = 3.0
+    #: A member whose presence is lost keeps its partitions this long: one that comes back
+    #: (a restart) moves nothing.
     leave_grace: Duration = 10.0
+    #: An owner that does not acknowledge a revoke within this long is declared dead and its
+    #: partitions are granted anyway.
     handoff_timeout: PositiveDuration = 15.0
     #: Acks arriving within this window are granted in one publication.
     grant_batch: Annotated[float, BeforeValidator(_duration), Field(ge=0, le=1)] = 0.02
+    #: Lag-only moves start when the largest member lag exceeds this multiple of the best
+    #: possible largest lag.
     trigger_ratio: Annotated[float, Field(ge=1)] = 1.25
+    #: ... and stop once it is within this multiple (at most ``trigger_ratio``).
     target_ratio: Annotated[float, Field(ge=1)] = 1.05
+    #: Most partitions one rebalance moves for lag alone (0: lag never moves anything).
     max_moves: Annotated[int, Field(ge=0)] = 16
+    #: Lag skew below this many messages is ignored.
     min_lag: Annotated[int, Field(ge=0)] = 1_000
     #: A lag step is taken only when it lowers the largest member lag by this fraction.
     min_gain: Annotated[float, Field(ge=0, lt=1)] = 0.05
@@ -248,6 +300,7 @@ class RebalanceSettings(_Section):
     #: ``lag_backoff_max`` while the same member stays the most lagged at no lower lag
     #: (moves that do not help it are not repeated every poll). 0: no wait.
     lag_cooldown: Duration = 30.0
+    #: The longest the doubled lag cooldown grows to.
     lag_backoff_max: Duration = 600.0
 
     @model_validator(mode="after")
@@ -260,13 +313,20 @@ class RebalanceSettings(_Section):
 class HaSettings(_Section):
     """Several replicas, one leader per group (docs/operations.md, "High availability")."""
 
+    #: Run several replicas that elect one leader per shard of groups over the control
+    #: topic.
     enabled: bool = False
     #: One partition per shard; groups hash onto shards (CRC-32 of the name).
     control_topic: Name = "ballast.control"
+    #: Shards groups are spread over (fixed once replicas run: changing it moves every
+    #: group's leader).
     shards: Annotated[int, Field(ge=1, le=1_000)] = 12
+    #: The Kafka consumer group the replicas elect shard leaders in.
     election_group: Name = "ballast-controllers"
     #: A silent leader loses its shards after this long (Kafka group session timeout).
     session_timeout: Annotated[float, BeforeValidator(_duration), Field(ge=1, le=300)] = 6.0
+    #: How often a replica heartbeats in the election group (at most a third of
+    #: ``session_timeout``).
     heartbeat_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0, le=60)] = 1.0
     #: Identifies this replica in logs and /v1/leadership (default: host name and pid).
     replica_id: str | None = None
@@ -283,6 +343,7 @@ class HaSettings(_Section):
 
 
 class GroupSettings(_Section):
+    #: The consumer group's name: members announce themselves under it.
     name: Name
     #: The consumer group id the fleet commits offsets under (default: ``name``).
     commit_group: Name | None = None
@@ -302,6 +363,8 @@ class GroupSettings(_Section):
 
 
 class AssignmentsTopic(_Section):
+    #: The compacted topic the assignments are published on (created if missing; refused if
+    #: not compacted).
     name: Name = "ballast.assignments"
     #: Compacted, one record per group: the constraints set through the admin API.
     constraints_topic: Name = "ballast.constraints"
@@ -314,11 +377,14 @@ class AssignmentsTopic(_Section):
 
 
 class HttpSettings(_Section):
+    #: Address the HTTP server (metrics, health, the API) listens on.
     host: str = "127.0.0.1"
+    #: Its port (0: any free port).
     port: Annotated[int, Field(ge=0, le=65_535)] = 8080
     #: Bearer token for the mutating endpoints (pause, resume, rebalance, drain). Unset:
     #: they answer 403 and the API is read-only.
     admin_token: SecretStr | None = None
+    #: A file holding ``admin_token``; not with it.
     admin_token_file: Path | None = None
 
     @model_validator(mode="after")
@@ -362,10 +428,12 @@ class StartupSettings(_Section):
 class MetricsSettings(_Section):
     #: Per-member series (lag, partitions) are opt-in and capped: member ids are unbounded.
     per_member: bool = False
+    #: Most members per group with their own series when ``per_member`` is on.
     per_member_cap: Annotated[int, Field(ge=1, le=10_000)] = 50
 
 
 class LoggingSettings(_Section):
+    #: The least severe log level written.
     level: Literal["debug", "info", "warning", "error"] = "info"
     #: ``auto``: console when stderr is a TTY, JSON otherwise.
     format: Literal["auto", "json", "console"] = "auto"

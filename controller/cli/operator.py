@@ -157,7 +157,7 @@ def _api_options(p: argparse.ArgumentParser) -> None:
         "--output",
         choices=("table", "wide", "json", "yaml"),
         default="table",
-        help="output format (default: table, also when piped; wide: more columns)",
+        help="output format (also when piped; wide: more columns)",
     )
 
 
