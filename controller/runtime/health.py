@@ -72,6 +72,8 @@ class Health:
         self._metrics.task_failures.labels(name).inc()
 
     def task_running(self, name: str) -> None:
+        if name not in self.tasks:  # its failure series exists from the start, at 0
+            self._metrics.task_failures.labels(name)
         self.tasks.setdefault(name, TaskRecord()).restarting_at = None
 
     def view(self) -> dict[str, object]:

@@ -263,6 +263,7 @@ class Metrics:
             ["task"],
             registry=r,
         )
+        self.task_failures.labels("group")  # a led group's loop: rebuilt when it fails
         self.recovery_conflicts = Counter(
             "ballast_recovery_conflicts_total",
             "Partitions that two current records granted at once, found while rebuilding a "

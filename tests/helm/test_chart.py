@@ -20,13 +20,14 @@ CHART = ROOT / "helm" / "ballast"
 VALUES = Path(__file__).parent / "values"
 HELM = ROOT / ".tools" / "bin" / "helm"
 K8S_VERSION = "1.31"
-GOOD = [None, "servicemonitor.yaml", "full.yaml", "ha.yaml", "lag-job.yaml"]
+GOOD = [None, "servicemonitor.yaml", "full.yaml", "ha.yaml", "lag-job.yaml", "runbooks.yaml"]
 BAD = {
     "bad-replicas.yaml": "replicaCount",
     "bad-group.yaml": "groups",
     "bad-inline-secret.yaml": "kafkaPassword",
     "bad-secret-env.yaml": "secretEnv",
     "bad-lag-job.yaml": "checkpoint",
+    "bad-runbook-url.yaml": "runbookBaseUrl",
 }
 
 
@@ -141,6 +142,15 @@ def test_monitoring_objects_carry_release_labels_and_packaged_files() -> None:
     assert dashboard_cm["metadata"]["labels"]["grafana_dashboard"] == "1"
     shipped_dashboard = (ROOT / "config" / "grafana" / "ballast.json").read_text()
     assert dashboard_cm["data"]["ballast.json"].strip() == shipped_dashboard.strip()
+
+
+def test_every_alert_links_its_runbook_where_the_docs_are_served() -> None:
+    rule = next(d for d in render("runbooks.yaml") if d["kind"] == "PrometheusRule")
+    links = {
+        r["alert"]: r["annotations"]["runbook_url"] for r in rule["spec"]["groups"][0]["rules"]
+    }
+    base = "https://docs.example.com/ballast/runbooks.html#"
+    assert links == {alert: base + alert.lower() for alert in links}
 
 
 @pytest.mark.parametrize(("name", "mentions"), sorted(BAD.items()))
