@@ -117,12 +117,19 @@ async def test_three_replicas_share_groups_and_survive_kill_and_pause(
         # rebalance callback (1-2 s each here) and is late to the next generation: that
         # takes two or three rounds, over a minute on a loaded 2-core machine. A time to
         # converge, not to be correct: epochs fence a deposed leader's writes meanwhile.
+        settled: dict[str, int] = {}
+
+        def spread_over_all() -> bool:
+            settled.clear()
+            settled.update(spread())
+            return bool(settled) and all(settled.get(r, 0) > 0 for r in ports)
+
         await _until(
-            lambda: all(spread().get(r, 0) > 0 for r in ports),
+            spread_over_all,
             150,
             "every group led by exactly one replica, shards spread over all three",
         )
-        print(f"\ngroups per replica: {spread()}")
+        print(f"\ngroups per replica: {settled}")
 
         def check_exclusive(f: Fleet) -> Callable[[SimMember], None]:
             return lambda _m: double.extend(str(tp) for tp, o in f.owners().items() if len(o) > 1)
@@ -141,8 +148,16 @@ async def test_three_replicas_share_groups_and_survive_kill_and_pause(
         victim_group = groups[0]
         # The control group may be rebalancing again (a replica's session lapsed on a
         # loaded machine): pick the victim once the group has its one leader.
-        await _until(lambda: len(leaders()[victim_group]) == 1, 60, "the group led again")
-        victim = leaders()[victim_group][0]
+        # The victim is the leader of the reading that found one: asked again, the control
+        # group may have moved the group meanwhile (a check, then an act on a new reading).
+        found: list[str] = []
+
+        def one_leader() -> bool:
+            found[:] = leaders()[victim_group]
+            return len(found) == 1
+
+        await _until(one_leader, 60, "the group led again")
+        victim = found[0]
         fleet = fleets[victim_group]
         await fleet.join("b", [topic])
         await fleet.wait_for(lambda: len(fleet.members["a"].partitions) < 12, 30)
