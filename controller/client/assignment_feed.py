@@ -1,9 +1,6 @@
-"""A member's feed of what it is to hold: its one partition of the assignments topic,
-read through the fencing rule, each current record turned into a ``Grant``.
-
-Only the record keyed by the member (and the group's fence) matters; a record from a
-fenced controller, a malformed one, or (with a verifier) an unsigned one is skipped with
-a metric and a log line. The feed keeps only the latest grant: applying it is the
+"""A member's feed of what it is to hold, read with aiokafka: its one partition of the
+assignments topic, each record judged by a ``GrantReader`` (``grants.py``; a skipped
+record is counted and logged). The feed keeps only the latest grant: applying it is the
 consumer's business, and a newer record replaces one not yet applied.
 """
 
@@ -12,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka import TopicPartition as KafkaTP
@@ -20,9 +17,8 @@ from prometheus_client import Counter
 
 from controller import logs
 from controller.adapters.metadata import topic_metadata
-from controller.wire.assignments import READ_ISOLATION, assignments_partition, log_entry
-from controller.wire.fencing import AssignmentView, Verdict
-from controller.wire.records import LoggedFence, LoggedRecord, assignment_key, fence_key
+from controller.client.grants import Grant, GrantReader
+from controller.wire.assignments import READ_ISOLATION, assignments_partition
 from controller.wire.signing import Verifier
 
 log = logs.get("ballast.client")
@@ -36,14 +32,6 @@ INVALID_RECORDS = Counter(
 
 #: How long a member waits for the assignments topic to exist (s).
 TOPIC_WAIT = 30.0
-
-
-class Grant(NamedTuple):
-    """What to hold next, and the generation that applying it acknowledges (None:
-    nothing new to acknowledge)."""
-
-    partitions: frozenset[KafkaTP]
-    generation: int | None
 
 
 class AssignmentFeed:
@@ -61,16 +49,11 @@ class AssignmentFeed:
         """``instance``: this process; a grant issued to another process under the same
         member id (its predecessor's) is read as holding nothing. ``kafka``: bootstrap and
         security settings (aiokafka names)."""
-        self.group = group
         self.member = member
         self.topic = topic
-        self._instance = instance
-        self._key = assignment_key(group, member)
-        self._fence_key = fence_key(group)
-        self._verifier = verifier
-        self._view = AssignmentView()
-        #: Highest epoch seen for the group.
-        self.epoch = -1
+        self._grants = GrantReader(
+            group, member, instance, verifier=verifier, on_invalid=self._invalid_record
+        )
         #: The latest grant not yet taken, when it arrived, and an event set on arrival.
         self.pending: Grant | None = None
         self.pending_since = 0.0
@@ -127,37 +110,22 @@ class AssignmentFeed:
         while True:
             count = (await topic_metadata(self.reader, [self.topic])).counts.get(self.topic)
             if count:
-                return assignments_partition(self._key, count)
+                return assignments_partition(self._grants.key, count)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"assignments topic {self.topic!r} not found")
             await asyncio.sleep(0.2)
 
+    @property
+    def epoch(self) -> int:
+        """Highest controller epoch seen for the group."""
+        return self._grants.epoch
+
     def _consider(self, msg: ConsumerRecord) -> None:
-        if msg.key not in (self._key, self._fence_key):
-            return
-        entry = log_entry(msg, self._invalid_record, self._verifier)
-        if entry is None or entry.group != self.group:
-            return
-        verdict = self._view.add(entry)
-        if verdict is Verdict.FENCED:
-            log.warning(
-                "fenced_record_ignored", member=self.member, offset=msg.offset, current=self.epoch
-            )
-        if isinstance(entry, LoggedFence):
-            self.epoch = max(self.epoch, entry.epoch)
-        if verdict is not Verdict.CURRENT or not isinstance(entry, LoggedRecord):
-            return
-        epoch, generation, _ = self._view.order[(self.group, self.member)]
-        self.epoch = max(self.epoch, epoch)
-        rec = entry.record
-        if rec is not None and rec.issued_to(self._instance):
-            self.pending = Grant(frozenset(KafkaTP(t, p) for t, p in rec.partitions), generation)
-        else:
-            # Our tombstone, or a grant issued to another process under our member id (our
-            # predecessor's, until the controller has seen us): hold nothing, ack nothing.
-            self.pending = Grant(frozenset(), None)
-        self.pending_since = time.monotonic()
-        self.changed.set()
+        grant = self._grants.read(msg)
+        if grant is not None:
+            self.pending = grant
+            self.pending_since = time.monotonic()
+            self.changed.set()
 
     def _invalid_record(self, why: str) -> None:
         INVALID_RECORDS.labels("assignment").inc()

@@ -370,7 +370,7 @@ class ManagedConsumer:
         rec = self._feed.take()
         if rec is None or self.failure is not None:
             return
-        target = set(rec.partitions)
+        target = {KafkaTP(t, p) for t, p in rec.partitions}
         revoked = set(self.assignment) - target
         added = target - set(self.assignment)
         if revoked:
