@@ -35,17 +35,38 @@ def _dump_and_raise(where: str) -> None:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         loop = None
+    waits: list[str] = []
     if loop is not None:
         for task in asyncio.all_tasks(loop):
             print(f"--- task {task.get_name()}, awaiting (outermost first):", file=sys.stderr)
-            for line in _awaits(task.get_coro()):
+            chain = list(_awaits(task.get_coro()))
+            for line in chain:
                 print(f"  {line}", file=sys.stderr)
+            waits.append(f"{task.get_name()}: {' > '.join(_ours(chain))}")
         for gen in _async_generators_in_progress():
             print(f"--- async generator {gen!r}, awaiting:", file=sys.stderr)
             for line in _awaits(gen):
                 print(f"  {line}", file=sys.stderr)
     signal.alarm(CLEANUP_SECONDS)
-    raise HungError(f"{where} still running after {HANG_SECONDS} s (stacks on stderr)")
+    # CI's report keeps the failure's message but may cut stderr: the awaits go in it.
+    raise HungError(
+        f"{where} still running after {HANG_SECONDS} s (stacks on stderr); tasks awaiting: "
+        + " | ".join(sorted(waits))
+    )
+
+
+def _ours(chain: list[str]) -> list[str]:
+    """The frames of this repository's code, and the innermost one whatever its file."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    venv = os.path.join(root, ".venv")
+    kept = [
+        line.removeprefix(root + os.sep)
+        for line in chain
+        if line.startswith(root) and not line.startswith(venv)
+    ]
+    if chain and (not kept or not chain[-1].startswith(root) or chain[-1].startswith(venv)):
+        kept.append(chain[-1].removeprefix(root + os.sep))
+    return kept
 
 
 def _awaits(coro: object) -> Iterator[str]:

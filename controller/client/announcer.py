@@ -109,6 +109,7 @@ class Announcer:
     async def heartbeats(self) -> None:
         """For ``via="kafka"``: announce every ``heartbeat_interval``."""
         while True:
+            reraise_swallowed_cancel()
             await asyncio.sleep(self.options.heartbeat_interval)
             await self.announce()
 

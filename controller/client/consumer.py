@@ -319,6 +319,7 @@ class ManagedConsumer:
                         self._consumed[tp] = recs[-1].offset + 1
                 return batch
         # Nothing assigned: wait for a change instead of spinning.
+        reraise_swallowed_cancel()  # e.g. by the acknowledgement of a revoke of everything
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_ms / 1000):
                 await self._changed.wait()
@@ -333,6 +334,7 @@ class ManagedConsumer:
         cancelled at the wrong moment would drop the records it had just taken."""
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
+            reraise_swallowed_cancel()  # e.g. by the acknowledgement of what was applied
             remaining = max(0, round((deadline - time.monotonic()) * 1000))
             batch: dict[KafkaTP, list[ConsumerRecord]] = await self.consumer.getmany(
                 timeout_ms=min(remaining, CHANGE_CHECK_MS), max_records=max_records

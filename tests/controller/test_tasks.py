@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from controller.tasks import cancel_and_wait, reraise_swallowed_cancel
+from tests.cancellation import swallowing_wait
 
 
 async def _slow_to_stop(stopping: asyncio.Event) -> None:
@@ -57,18 +58,6 @@ async def test_tasks_that_failed_or_finished_are_waited_for_and_their_outcome_co
     await cancel_and_wait()  # nothing to end
 
 
-async def _swallowing_wait(done: asyncio.Future[int], victim: asyncio.Task[None]) -> int:
-    """``asyncio.wait_for`` (as aiomqtt's ``publish`` awaits its PUBACK) with the task
-    cancelled in the very turn its future completes."""
-
-    def complete_and_cancel() -> None:
-        done.set_result(1)
-        victim.cancel()
-
-    asyncio.get_running_loop().call_soon(complete_and_cancel)
-    return await asyncio.wait_for(done, 10)  # noqa: TID251 (what the library does)
-
-
 async def test_a_cancellation_swallowed_by_wait_for_ends_the_loop_at_its_next_round() -> None:
     """On Python 3.11 ``wait_for`` returns the result and drops the cancellation
     (cpython gh-86296): a poll loop awaited after ``cancel()`` then ran forever (a test
@@ -83,7 +72,7 @@ async def test_a_cancellation_swallowed_by_wait_for_ends_the_loop_at_its_next_ro
             if check:
                 reraise_swallowed_cancel()
             rounds.append(1)
-            await _swallowing_wait(asyncio.get_running_loop().create_future(), me)
+            await swallowing_wait(asyncio.get_running_loop().create_future(), me)
 
     unchecked = asyncio.create_task(poll(check=False))
     await asyncio.wait([unchecked], timeout=5)

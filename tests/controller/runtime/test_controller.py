@@ -23,14 +23,17 @@ from assignors import TopicPartition
 from controller.adapters.metadata import topic_metadata
 from controller.adapters.topics import ensure_topic
 from controller.client import PresenceOptions
+from controller.client.announcer import State
 from controller.client.consumer import ManagedConsumer
 from controller.config import Config
 from controller.core.views import group_view
 from controller.runtime.daemon import Controller
+from controller.tasks import cancel_and_wait
 from controller.tools import embedded
 from controller.tools.simfleet import Fleet
 from controller.wire.records import Presence
 from tests.brokers import make_config, needs_kafka, records_and_commits
+from tests.cancellation import swallowing_wait
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat]
 
@@ -646,6 +649,59 @@ async def test_a_long_poll_on_a_quiet_topic_returns_when_the_assignment_changes(
             for t in polls:
                 t.cancel()
             await asyncio.gather(*polls, return_exceptions=True)
+            for c in (first, second):
+                await c.close()
+
+
+async def test_a_poll_cancelled_during_its_acknowledgement_ends(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str], topic: str
+) -> None:
+    """A poll cancelled as the acknowledgement's PUBACK arrives: Python 3.11's
+    ``wait_for`` in aiomqtt's ``publish`` drops the cancellation, and the call went on
+    into its fetch, in slices, for the rest of a ten-minute timeout (a test's teardown
+    hung in CI). The moment is made on purpose: the first member's acknowledgement of
+    its revoke cancels the polling task in the turn it completes."""
+    group = names[0]
+    cfg = make_config(kafka, mqtt, group)
+
+    def member(name: str) -> ManagedConsumer:
+        return ManagedConsumer(
+            group,
+            name,
+            [topic],
+            bootstrap_servers=kafka.address,
+            presence=PresenceOptions(mqtt_port=mqtt.port),
+        )
+
+    async def poll(c: ManagedConsumer) -> None:
+        while True:
+            await c.getmany(timeout_ms=600_000)
+
+    async with running(cfg):
+        first, second = member("first"), member("second")
+        await first.start()
+        polling = asyncio.create_task(poll(first))
+        swallowed: list[int] = []
+        announce = first._announcer.announce
+
+        async def ack_that_swallows_a_cancel(state: State = "active") -> None:
+            await announce(state)
+            if asyncio.current_task() is polling and not swallowed:
+                swallowed.append(await swallowing_wait(asyncio.Future(), polling))
+
+        try:
+            while len(first.assignment) != 12:
+                await asyncio.sleep(0.05)
+            first._announcer.announce = ack_that_swallows_a_cancel  # type: ignore[method-assign]
+            await second.start()
+            # A liveness bound, not a performance target: unchecked, the poll runs on for
+            # its ten minutes.
+            await asyncio.wait([polling], timeout=60)
+            assert swallowed == [1]  # the moment happened, and the cancel was dropped
+            assert polling.cancelled()
+            assert len(first.assignment) == 6  # the revoke was applied before it ended
+        finally:
+            await cancel_and_wait(polling)
             for c in (first, second):
                 await c.close()
 
