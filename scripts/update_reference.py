@@ -24,7 +24,7 @@ from pydantic.fields import FieldInfo
 
 from controller import config
 from controller.cli import build_parser
-from controller.client import assignment_feed, consumer
+from controller.client import failure, grants
 from controller.runtime.metrics import GroupGauges, Metrics
 from controller.wire.records import ConstraintSet
 from pipeline.progress import PipelineMetrics
@@ -212,8 +212,8 @@ def metrics_reference() -> str:
             *GroupGauges().collect(),
         ],
         "Managed consumers (the client library, in the application's default registry)": [
-            consumer.FAIL_STOPS,
-            assignment_feed.INVALID_RECORDS,
+            failure.FAIL_STOPS,
+            grants.INVALID_RECORDS,
         ],
         "The Spark lag job's driver (`pipeline.metrics_port`)": [
             v

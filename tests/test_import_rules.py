@@ -1,6 +1,7 @@
 """The import rules of docs/architecture.md: each import-linter contract is broken on
-purpose in a copy of the source and must be reported, and aiokafka's and aiomqtt's
-internals are used in ``controller/adapters`` only."""
+purpose in a copy of the source and must be reported, aiokafka's, aiomqtt's and paho's
+internals are used in ``controller/adapters`` only, and a client binding loads no other
+binding's library."""
 
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ PUBLIC_MODULES = {
     "aiokafka.helpers",
     "aiokafka.abc",
     "aiomqtt",
+    # paho's documented client API, used directly by the synchronous bindings' presence
+    # (client/sync_presence.py); what aiomqtt keeps of paho's stays in the adapters.
+    "paho.mqtt.client",
+    "paho.mqtt.enums",
 }
 #: Private attributes of their objects that the adapters use, named once each there.
 PRIVATE_ATTRIBUTES = {
@@ -106,7 +111,7 @@ def internals_used(path: Path) -> list[str]:
             modules = [alias.name for alias in node.names]
         for module in modules:
             top = module.split(".")[0]
-            if top == "paho" or (top in {"aiokafka", "aiomqtt"} and module not in PUBLIC_MODULES):
+            if top in {"aiokafka", "aiomqtt", "paho"} and module not in PUBLIC_MODULES:
                 found.append(f"imports {module}")
         if isinstance(node, ast.Attribute) and node.attr in PRIVATE_ATTRIBUTES:
             owner = ast.unparse(node.value)
@@ -133,7 +138,7 @@ def test_client_library_internals_are_used_in_the_adapters_only() -> None:
     [
         "from aiokafka.protocol.metadata import MetadataRequest",
         "import aiokafka.client",
-        "import paho.mqtt.client as mqtt",
+        "import paho.mqtt.reasoncodes",
         "x = consumer._coordinator",
     ],
 )
@@ -175,3 +180,35 @@ def test_the_front_door_check_sees_a_reach(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("g.state.reconciler.timed_out.clear()\nx = state.engine\n")
     assert len(inner_state_reached(module)) == 2
+
+
+def _loaded_by(imports: str) -> set[str]:
+    """The Kafka client libraries and daemon modules a fresh interpreter has loaded after
+    ``imports``."""
+    probe = (
+        f"import sys; {imports}; "
+        "print(' '.join({m.split('.')[0] for m in sys.modules} & "
+        "{'aiokafka', 'kafka', 'confluent_kafka'} | "
+        "{m for m in sys.modules if m.startswith('controller.runtime')}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    return set(out.stdout.split())
+
+
+@pytest.mark.parametrize(
+    ("binding", "library"),
+    [
+        ("from controller.client.confluent import BallastConsumer", "confluent_kafka"),
+        ("from controller.client.kafka_python import BallastKafkaConsumer", "kafka"),
+        ("from controller.client import ManagedConsumer", "aiokafka"),
+    ],
+)
+def test_a_client_binding_loads_its_library_only_and_not_the_daemon(
+    binding: str, library: str
+) -> None:
+    """An application imports its binding (and the package's shared public names)
+    without the other bindings' client libraries or the daemon being loaded."""
+    shared = "from controller.client import PresenceOptions, MqttAuth"
+    assert _loaded_by(f"{binding}; {shared}") == {library}

@@ -15,8 +15,7 @@ from controller.cli.parsing import (
     verifier_from,
 )
 from controller.errors import InputError
-from controller.tools import apache_kafka, demo, dev
-from controller.tools.worker import run_worker
+from controller.tools import apache_kafka, demo, dev, worker
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -45,8 +44,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    asyncio.run(
-        run_worker(
+    worker.run(
+        args.client,
+        worker.WorkerOptions(
             bootstrap=args.bootstrap,
             mqtt_port=args.mqtt_port,
             group=args.group,
@@ -60,7 +60,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             capacity=args.capacity,
             verify_key=None if args.public_key is None else verifier_from(args.public_key),
             mqtt_auth=mqtt_login(args.mqtt_user, args.mqtt_password_file),
-        )
+        ),
     )
     return 0
 
@@ -155,7 +155,14 @@ def add_dev(sub: Commands) -> None:
 
 def add_worker(sub: Commands) -> None:
     """``worker``."""
-    p = sub.add_parser("worker", help="a ManagedConsumer process that logs what it processes")
+    p = sub.add_parser("worker", help="a consumer process that logs what it processes")
+    p.add_argument(
+        "--client",
+        choices=("aiokafka", "confluent", "kafka-python"),
+        default="aiokafka",
+        help="the client binding: aiokafka (ManagedConsumer), confluent (BallastConsumer) or "
+        "kafka-python (BallastKafkaConsumer); the last two need their extra",
+    )
     p.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
     p.add_argument("--mqtt-port", type=int, default=1883, help="MQTT port on 127.0.0.1")
     p.add_argument(

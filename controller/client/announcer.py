@@ -1,6 +1,7 @@
 """How a member tells the controller it is here, what it holds and which generation it
 acknowledges: a retained MQTT message with a Will that clears it, or heartbeats on a
-Kafka topic. ``PresenceOptions`` says which and where; ``Announcer`` keeps the link.
+Kafka topic. ``PresenceOptions`` says which and where; ``Announcer`` keeps the link
+(aiokafka and aiomqtt).
 """
 
 from __future__ import annotations
@@ -8,39 +9,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import aiomqtt
 from aiokafka import AIOKafkaProducer
 
 from controller import logs
 from controller.adapters.metadata_scope import track_when_idle
-from controller.adapters.presence import MqttAuth, drop_link, member_client
+from controller.adapters.presence import drop_link, member_client
+from controller.client.identity import PresenceOptions, State
 from controller.tasks import reraise_swallowed_cancel
 from controller.wire.records import Presence, assignment_key, presence_topic
 
 log = logs.get("ballast.client")
-
-State = Literal["active", "leaving"]
-
-
-@dataclass(frozen=True, slots=True)
-class PresenceOptions:
-    """Where a member announces itself. ``via="mqtt"`` (default): a retained message on
-    ``<mqtt_prefix>/<group>/members/<member>``, cleared by the broker's Will when the
-    link dies. ``via="kafka"``: a heartbeat every ``heartbeat_interval`` seconds on
-    ``heartbeat_topic`` (no MQTT broker; a crash is noticed when heartbeats stop)."""
-
-    via: Literal["mqtt", "kafka"] = "mqtt"
-    mqtt_host: str = "127.0.0.1"
-    mqtt_port: int = 1883
-    #: Seconds; the broker sends the Will after 1.5x this without a packet.
-    mqtt_keepalive: int = 5
-    mqtt_prefix: str = "ballast"
-    mqtt_auth: MqttAuth | None = None
-    heartbeat_topic: str = "ballast.heartbeats"
-    heartbeat_interval: float = 2.0
 
 
 class Announcer:

@@ -1,7 +1,7 @@
 """A member's feed of what it is to hold, read with aiokafka: its one partition of the
-assignments topic, each record judged by a ``GrantReader`` (``grants.py``; a skipped
-record is counted and logged). The feed keeps only the latest grant: applying it is the
-consumer's business, and a newer record replaces one not yet applied.
+assignments topic, each record judged by a ``GrantReader`` (``grants.py``). The feed
+keeps only the latest grant: applying it is the consumer's business, and a newer record
+replaces one not yet applied.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka import TopicPartition as KafkaTP
-from prometheus_client import Counter
 
 from controller import logs
 from controller.adapters.metadata import topic_metadata
@@ -22,13 +21,6 @@ from controller.wire.assignments import READ_ISOLATION, assignments_partition
 from controller.wire.signing import Verifier
 
 log = logs.get("ballast.client")
-
-INVALID_RECORDS = Counter(
-    "ballast_client_invalid_records_total",
-    "Records of the assignments topic a managed consumer skipped: malformed, or not "
-    "signed by the controller's key when one is configured.",
-    ["source"],
-)
 
 #: How long a member waits for the assignments topic to exist (s).
 TOPIC_WAIT = 30.0
@@ -51,9 +43,7 @@ class AssignmentFeed:
         security settings (aiokafka names)."""
         self.member = member
         self.topic = topic
-        self._grants = GrantReader(
-            group, member, instance, verifier=verifier, on_invalid=self._invalid_record
-        )
+        self._grants = GrantReader(group, member, instance, verifier=verifier)
         #: The latest grant not yet taken, when it arrived, and an event set on arrival.
         self.pending: Grant | None = None
         self.pending_since = 0.0
@@ -126,7 +116,3 @@ class AssignmentFeed:
             self.pending = grant
             self.pending_since = time.monotonic()
             self.changed.set()
-
-    def _invalid_record(self, why: str) -> None:
-        INVALID_RECORDS.labels("assignment").inc()
-        log.warning("invalid_assignment_record", member=self.member, reason=why)

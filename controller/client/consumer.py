@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import inspect
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -43,16 +42,22 @@ from typing import Any, Literal
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka import TopicPartition as KafkaTP
 from aiokafka.errors import KafkaError
-from prometheus_client import Counter
-from pydantic import ValidationError
 
 from controller import logs
 from controller.adapters.metadata_scope import track_when_idle
-from controller.client.announcer import Announcer, PresenceOptions, State
+from controller.client.announcer import Announcer
 from controller.client.assignment_feed import AssignmentFeed
+from controller.client.failure import (
+    FAIL_STOP_COMMIT_TIMEOUT,
+    MemberFailedError,
+    member_failed,
+)
+from controller.client.grants import Partition
+from controller.client.holding import Holding
+from controller.client.identity import MemberIdentity, PresenceOptions, State
 from controller.client.sample_reporter import SampleReporter
 from controller.tasks import cancel_and_wait, reraise_swallowed_cancel
-from controller.wire.records import OffsetSample, Presence, problems
+from controller.wire.records import OffsetSample, Presence
 from controller.wire.signing import Verifier
 
 log = logs.get("ballast.client")
@@ -61,20 +66,6 @@ Callback = Callable[[set[KafkaTP]], Awaitable[None] | None]
 
 #: How long a new assignment may wait for the ``getmany`` slice in progress (ms).
 CHANGE_CHECK_MS = 50
-#: How long a failed member waits for its last commit before it lets go anyway (s).
-FAIL_STOP_COMMIT_TIMEOUT = 5.0
-
-FAIL_STOPS = Counter(
-    "ballast_client_fail_stops_total",
-    "Managed consumers that stopped holding partitions because a task that keeps their "
-    "right to them died, by task (assignments, presence, heartbeats, watchdog).",
-    ["task"],
-)
-
-
-class MemberFailedError(RuntimeError):
-    """A task that keeps this member's right to its partitions died: the consumer has
-    released everything and consumes nothing more (``__cause__`` says why)."""
 
 
 class ManagedConsumer:
@@ -102,28 +93,24 @@ class ManagedConsumer:
         verify_key: Path | str | Verifier | None = None,
         **consumer_options: Any,
     ) -> None:
+        self._identity = MemberIdentity.checked(
+            "ManagedConsumer", group, member, topics, rack=rack, capacity=capacity
+        )
         self.group = group
         self.member = member
-        self.topics = sorted(set(topics))
-        try:  # what it will announce, checked before anything connects
-            Presence(group=group, member=member, topics=self.topics, rack=rack, capacity=capacity)
-        except ValidationError as exc:
-            raise ValueError(f"ManagedConsumer({group!r}, {member!r}): {problems(exc)}") from None
+        self.topics = list(self._identity.topics)
         #: TLS/SASL settings (aiokafka names) for every Kafka client of this member.
         kafka = {"bootstrap_servers": bootstrap_servers, **(kafka_security or {})}
         if isinstance(verify_key, str | Path):
             verify_key = Verifier.from_file(Path(verify_key))
         self._on_revoked = on_partitions_revoked
         self._on_assigned = on_partitions_assigned
-        self._rack = rack
-        self._capacity = capacity
         self._report_lag = report_lag
         self._revoke_timeout = revoke_timeout
-        self._instance = uuid.uuid4().hex[:16]
         self._feed = AssignmentFeed(
             group,
             member,
-            self._instance,
+            self._identity.instance,
             assignments_topic,
             kafka,
             fetch_max_wait_ms=assignments_fetch_max_wait_ms,
@@ -149,14 +136,18 @@ class ManagedConsumer:
         self._tasks: list[asyncio.Task[None]] = []
         self._mqtt_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
-        #: The generation of the last record applied.
-        self.generation = -1
+        self._holding = Holding()
+        #: What ``_holding`` holds, as aiokafka's partitions.
         self.assignment: frozenset[KafkaTP] = frozenset()
-        self._consumed: dict[KafkaTP, int] = {}
         self._changed = self._feed.changed
         self._closed = False
         #: Set when a task that keeps our right to partitions died (fail-stop).
         self.failure: MemberFailedError | None = None
+
+    @property
+    def generation(self) -> int:
+        """The generation of the last record applied."""
+        return self._holding.generation
 
     @property
     def epoch(self) -> int:
@@ -206,9 +197,8 @@ class ManagedConsumer:
         async with self._lock:
             if leave and self.assignment:
                 self.consumer.pause(*self.assignment)
-                await self._release(set(self.assignment))
-                self._assign([])
-                self.assignment = frozenset()
+                await self._release(self._holding.assignment)
+                self._hold_nothing()
         if leave:
             with contextlib.suppress(Exception):
                 await self._announce(state="leaving")
@@ -252,19 +242,11 @@ class ManagedConsumer:
         and raises. Idempotent: the first cause is the one reported."""
         if self.failure is not None or self._closed:
             return
-        self.failure = MemberFailedError(
-            f"{self.group}/{self.member}: the {task} task died ({cause!r}); the member "
-            "released its partitions and must be started again"
-        )
-        self.failure.__cause__ = cause
+        self.failure = member_failed(self.group, self.member, task, cause)
         held = self.consumer.assignment()
         if held:
             self.consumer.pause(*held)
         self._feed.pending = None
-        FAIL_STOPS.labels(task).inc()
-        log.error(
-            "member_failed", group=self.group, member=self.member, task=task, error=repr(cause)
-        )
         self._changed.set()
 
     async def _let_go(self) -> None:
@@ -272,14 +254,12 @@ class ManagedConsumer:
         it: it asked for more), hold nothing, and say so, so that the controller moves
         our partitions at once instead of after a handoff timeout."""
         if self.assignment:
-            offsets = {tp: o for tp, o in self._consumed.items() if tp in self.assignment}
+            offsets = self._holding.let_go()
             if offsets:
                 with contextlib.suppress(KafkaError, TimeoutError, OSError):
                     async with asyncio.timeout(FAIL_STOP_COMMIT_TIMEOUT):
-                        await self.consumer.commit(offsets)
-            self._consumed.clear()
-            self._assign([])
-            self.assignment = frozenset()
+                        await self.consumer.commit(_kafka_offsets(offsets))
+            self._hold_nothing()
         with contextlib.suppress(Exception):
             async with asyncio.timeout(FAIL_STOP_COMMIT_TIMEOUT):
                 if self._mqtt_task is not None and self._mqtt_task.done():
@@ -316,7 +296,7 @@ class ManagedConsumer:
                 batch = {tp: recs for tp, recs in batch.items() if tp in self.assignment}
                 for tp, recs in batch.items():
                     if recs:
-                        self._consumed[tp] = recs[-1].offset + 1
+                        self._holding.handed_out(tp, recs[-1].offset)
                 return batch
         # Nothing assigned: wait for a change instead of spinning.
         reraise_swallowed_cancel()  # e.g. by the acknowledgement of a revoke of everything
@@ -356,9 +336,9 @@ class ManagedConsumer:
     async def commit(self) -> None:
         """Commit everything returned so far on the partitions still assigned."""
         async with self._lock:
-            offsets = {tp: o for tp, o in self._consumed.items() if tp in self.assignment}
+            offsets = self._holding.committable()
             if offsets:
-                await self.consumer.commit(offsets)
+                await self.consumer.commit(_kafka_offsets(offsets))
 
     # ------------------------------------------------------------------ assignment
 
@@ -368,45 +348,47 @@ class ManagedConsumer:
         self.consumer.assign(partitions)
         track_when_idle(self.consumer, self._feed.topic)
 
+    def _hold_nothing(self) -> None:
+        self._holding.let_go()
+        self._assign([])
+        self.assignment = frozenset()
+
     async def _apply_pending(self) -> None:
-        rec = self._feed.take()
-        if rec is None or self.failure is not None:
+        grant = self._feed.take()
+        if grant is None or self.failure is not None:
             return
-        target = {KafkaTP(t, p) for t, p in rec.partitions}
-        revoked = set(self.assignment) - target
-        added = target - set(self.assignment)
-        if revoked:
-            self.consumer.pause(*revoked)  # stop fetching; still assigned so commits work
-            await self._release(revoked)
-        self._assign(sorted(target, key=_tp_key))
+        change = self._holding.change(grant)
+        if change.revoked:
+            # stop fetching; still assigned so commits work
+            self.consumer.pause(*_kafka_tps(change.revoked))
+            await self._release(change.revoked)
+        self._assign(sorted(_kafka_tps(change.target)))
         # assign() resets every position to the committed offset; partitions we keep go on
         # from what was already handed out, new ones start from their commits.
-        for tp in target - added:
-            if tp in self._consumed:
-                self.consumer.seek(tp, self._consumed[tp])
-        self.assignment = frozenset(target)
-        if rec.generation is not None:
-            self.generation = rec.generation
-        if added and self._on_assigned:
-            await _call(self._on_assigned, added)
+        for tp, offset in _kafka_offsets(self._holding.resume_at(change)).items():
+            self.consumer.seek(tp, offset)
+        self._holding.applied(change)
+        self.assignment = frozenset(_kafka_tps(change.target))
+        if change.added and self._on_assigned:
+            await _call(self._on_assigned, _kafka_tps(change.added))
         log.info(
             "assignment_applied",
             group=self.group,
             member=self.member,
-            generation=rec.generation,
-            revoked=len(revoked),
-            added=len(added),
-            held=len(target),
+            generation=change.generation,
+            revoked=len(change.revoked),
+            added=len(change.added),
+            held=len(change.target),
         )
         if self._announcer.linked:
             await self._announce()  # the acknowledgement
 
-    async def _release(self, revoked: set[KafkaTP]) -> None:
+    async def _release(self, revoked: frozenset[Partition]) -> None:
         if self._on_revoked:
-            await _call(self._on_revoked, revoked)
-        offsets = {tp: self._consumed.pop(tp) for tp in revoked if tp in self._consumed}
+            await _call(self._on_revoked, _kafka_tps(revoked))
+        offsets = self._holding.release(revoked)
         if offsets:
-            await self.consumer.commit(offsets)
+            await self.consumer.commit(_kafka_offsets(offsets))
 
     async def _watchdog(self) -> None:
         """Apply a pending change if the application has not polled for revoke_timeout."""
@@ -431,18 +413,8 @@ class ManagedConsumer:
             lag = [
                 (tp.topic, tp.partition, max(0, high - done)) for tp, high, done in self._progress()
             ]
-        return Presence(
-            group=self.group,
-            member=self.member,
-            topics=self.topics,
-            instance=self._instance,
-            state=state,
-            rack=self._rack,
-            capacity=self._capacity,
-            generation=self.generation,
-            partitions=sorted((tp.topic, tp.partition) for tp in self.assignment),
-            lag=lag,
-            sent_at=time.time(),
+        return self._identity.presence(
+            state, self.generation, ((tp.topic, tp.partition) for tp in self.assignment), lag
         )
 
     async def _announce(self, state: State = "active") -> None:
@@ -470,7 +442,7 @@ class ManagedConsumer:
         position: (partition, log end, next offset to process)."""
         out = []
         for tp in sorted(self.assignment, key=_tp_key):
-            high, done = self.consumer.highwater(tp), self._consumed.get(tp)
+            high, done = self.consumer.highwater(tp), self._holding.consumed.get(tp)
             if high is not None and done is not None:
                 out.append((tp, high, done))
         return out
@@ -478,6 +450,14 @@ class ManagedConsumer:
 
 def _tp_key(tp: KafkaTP) -> tuple[str, int]:
     return (tp.topic, tp.partition)
+
+
+def _kafka_tps(partitions: Iterable[Partition]) -> set[KafkaTP]:
+    return {KafkaTP(t, p) for t, p in partitions}
+
+
+def _kafka_offsets(offsets: Mapping[Partition, int]) -> dict[KafkaTP, int]:
+    return {KafkaTP(t, p): o for (t, p), o in offsets.items()}
 
 
 async def _call(callback: Callback, partitions: set[KafkaTP]) -> None:

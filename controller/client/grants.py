@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from prometheus_client import Counter
+
 from controller import logs
 from controller.wire.assignments import log_entry
 from controller.wire.fencing import AssignmentView, Verdict
@@ -23,6 +25,13 @@ log = logs.get("ballast.client")
 
 #: A topic partition as ``(topic, partition)``: no client library's type.
 Partition = tuple[str, int]
+
+INVALID_RECORDS = Counter(
+    "ballast_client_invalid_records_total",
+    "Records of the assignments topic a managed consumer skipped: malformed, or not "
+    "signed by the controller's key when one is configured.",
+    ["source"],
+)
 
 
 class RawRecord(NamedTuple):
@@ -55,7 +64,8 @@ class GrantReader:
         verifier: Verifier | None = None,
         on_invalid: Callable[[str], None] | None = None,
     ) -> None:
-        """``instance``: this process; ``on_invalid``: told why a record was skipped."""
+        """``instance``: this process; a skipped record is counted and logged, and
+        ``on_invalid`` told why."""
         self.group = group
         self.member = member
         self._instance = instance
@@ -72,11 +82,17 @@ class GrantReader:
         """The member's key: its partition of the topic is the one this key hashes to."""
         return self._key
 
+    def _invalid(self, why: str) -> None:
+        INVALID_RECORDS.labels("assignment").inc()
+        log.warning("invalid_assignment_record", member=self.member, reason=why)
+        if self._on_invalid is not None:
+            self._on_invalid(why)
+
     def read(self, record: RawRecord) -> Grant | None:
         """The grant ``record`` makes current, if it makes one."""
         if record.key not in (self._key, self._fence_key):
             return None
-        entry = log_entry(record, self._on_invalid, self._verifier)
+        entry = log_entry(record, self._invalid, self._verifier)
         if entry is None or entry.group != self.group:
             return None
         verdict = self._view.add(entry)

@@ -1,9 +1,11 @@
-"""``ballast worker``: a real consumer process on ``ManagedConsumer`` for demos and
-end-to-end tests. It "processes" a record by appending ``topic partition offset value
-time`` to a file, then commits each batch; the file tells exactly what was processed, and
-twice. Beside it, ``<out>.events`` (JSON lines) says when partitions were granted and
-revoked (revoke written before the acknowledgement leaves) and what each commit covered:
-the fault suite's checker reads both (``controller.tools.chaos``).
+"""``ballast worker``: a real consumer process on one of Ballast's client bindings
+(``--client aiokafka``: ``ManagedConsumer``; ``confluent``: ``BallastConsumer``;
+``kafka-python``: ``BallastKafkaConsumer``) for demos and end-to-end tests. It
+"processes" a record by appending ``topic partition offset value time`` to a file, then
+commits each batch; the file tells exactly what was processed, and twice. Beside it,
+``<out>.events`` (JSON lines) says when partitions were granted and revoked (revoke
+written before the acknowledgement leaves) and what each commit covered: the fault
+suite's checker reads both (``controller.tools.chaos``).
 
 SIGTERM closes cleanly: a clean leave by default, or with ``--restart`` a restart that
 keeps the member's partitions for ``leave_grace``. SIGKILL is a crash.
@@ -14,93 +16,202 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import threading
 import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import IO, Any, Literal
 
 from aiokafka.errors import KafkaError
 
 from controller import logs
 from controller.adapters.presence import MqttAuth
-from controller.client import PresenceOptions
 from controller.client.consumer import ManagedConsumer
+from controller.client.identity import PresenceOptions
+from controller.client.sync_binding import SyncBinding
 from controller.wire.signing import Verifier
 
 log = logs.get("ballast.worker")
 
+Client = Literal["aiokafka", "confluent", "kafka-python"]
 
-async def run_worker(
-    *,
-    bootstrap: str,
-    mqtt_port: int,
-    group: str,
-    member: str,
-    topics: list[str],
-    out: Path,
-    restart: bool,
-    presence: Literal["mqtt", "kafka"],
-    delay: float,
-    rack: str | None = None,
-    capacity: float | None = None,
-    verify_key: Verifier | None = None,
-    mqtt_auth: MqttAuth | None = None,
-) -> None:
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerOptions:
+    bootstrap: str
+    mqtt_port: int
+    group: str
+    member: str
+    topics: list[str]
+    out: Path
+    restart: bool
+    presence: Literal["mqtt", "kafka"]
+    delay: float
+    rack: str | None = None
+    capacity: float | None = None
+    verify_key: Verifier | None = None
+    mqtt_auth: MqttAuth | None = None
+
+    def presence_options(self) -> PresenceOptions:
+        return PresenceOptions(
+            via=self.presence, mqtt_port=self.mqtt_port, mqtt_keepalive=1, mqtt_auth=self.mqtt_auth
+        )
+
+
+class WorkLog:
+    """The two files the checkers read, whatever the binding."""
+
+    def __init__(self, out: Path) -> None:
+        self._sink: IO[str] = out.open("a", buffering=1)
+        self._events: IO[str] = out.with_name(out.name + ".events").open("a", buffering=1)
+
+    def note(self, kind: str, partitions: Iterable[tuple[str, int]]) -> None:
+        tps = sorted([t, p] for t, p in partitions)
+        self._event({"kind": kind, "partitions": tps})
+
+    def processed(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
+        text = value.decode() if value else ""
+        self._sink.write(f"{topic} {partition} {offset} {text} {time.time():.6f}\n")
+
+    def committed(self, done: list[list[object]]) -> None:
+        self._sink.flush()
+        self._event({"kind": "commit", "offsets": done})
+
+    def _event(self, body: dict[str, object]) -> None:
+        self._events.write(json.dumps({"t": time.time(), **body}) + "\n")
+
+    def close(self) -> None:
+        self._sink.close()
+        self._events.close()
+
+
+def run(client: Client, options: WorkerOptions) -> None:
     logs.configure("info", "json")
+    if client == "aiokafka":
+        asyncio.run(run_aiokafka(options))
+    else:
+        run_sync(client, options)
+
+
+async def run_aiokafka(o: WorkerOptions) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    events = out.with_name(out.name + ".events").open("a", buffering=1)
-
-    def note(kind: str, partitions: object) -> None:
-        tps = sorted([tp.topic, tp.partition] for tp in partitions)  # type: ignore[attr-defined]
-        events.write(json.dumps({"t": time.time(), "kind": kind, "partitions": tps}) + "\n")
-
+    work = WorkLog(o.out)
     consumer = ManagedConsumer(
-        group,
-        member,
-        topics,
-        bootstrap_servers=bootstrap,
-        presence=PresenceOptions(
-            via=presence, mqtt_port=mqtt_port, mqtt_keepalive=1, mqtt_auth=mqtt_auth
-        ),
+        o.group,
+        o.member,
+        o.topics,
+        bootstrap_servers=o.bootstrap,
+        presence=o.presence_options(),
         auto_offset_reset="earliest",
         report_lag=True,
-        rack=rack,
-        capacity=capacity,
-        verify_key=verify_key,
-        on_partitions_assigned=lambda tps: note("granted", tps),
-        on_partitions_revoked=lambda tps: note("revoked", tps),
+        rack=o.rack,
+        capacity=o.capacity,
+        verify_key=o.verify_key,
+        on_partitions_assigned=lambda tps: work.note("granted", tps),
+        on_partitions_revoked=lambda tps: work.note("revoked", tps),
     )
     await consumer.start()
-    with out.open("a", buffering=1) as sink:
-        try:
-            while not stop.is_set():
-                batch = await consumer.getmany(timeout_ms=200)
-                for records in batch.values():
-                    for r in records:
-                        value = r.value.decode() if r.value else ""
-                        sink.write(
-                            f"{r.topic} {r.partition} {r.offset} {value} {time.time():.6f}\n"
-                        )
-                if batch:
-                    sink.flush()
-                    try:
-                        await consumer.commit()
-                        done = [
+    try:
+        while not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=200)
+            for records in batch.values():
+                for r in records:
+                    work.processed(r.topic, r.partition, r.offset, r.value)
+            if batch:
+                try:
+                    await consumer.commit()
+                    work.committed(
+                        [
                             [tp.topic, tp.partition, records[-1].offset + 1]
                             for tp, records in batch.items()
                             if records
                         ]
-                        events.write(
-                            json.dumps({"t": time.time(), "kind": "commit", "offsets": done}) + "\n"
-                        )
-                    except KafkaError as exc:
-                        # Broker unreachable for a moment: the records stay uncommitted
-                        # and the next batch's commit covers them.
-                        log.warning("commit_failed", member=member, error=repr(exc))
-                    if delay:
-                        await asyncio.sleep(delay)
-        finally:
-            await consumer.close(leave=not restart)
-            events.close()
+                    )
+                except KafkaError as exc:
+                    # Broker unreachable for a moment: the records stay uncommitted and
+                    # the next batch's commit covers them.
+                    log.warning("commit_failed", member=o.member, error=repr(exc))
+                if o.delay:
+                    await asyncio.sleep(o.delay)
+    finally:
+        await consumer.close(leave=not o.restart)
+        work.close()
+
+
+#: What a synchronous worker processed: topic, partition, offset, value.
+Processed = tuple[str, int, int, bytes | None]
+
+
+def run_sync(client: Literal["confluent", "kafka-python"], o: WorkerOptions) -> None:
+    """The same loop, synchronous, on confluent-kafka or kafka-python."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    work = WorkLog(o.out)
+    consumer, fetch, commit_error = _sync_member(client, o, work)
+    consumer.start()
+    try:
+        while not stop.is_set():
+            batch = fetch()
+            last = {(t, p): offset + 1 for t, p, offset, _ in batch}
+            for t, p, offset, value in batch:
+                work.processed(t, p, offset, value)
+            if batch:
+                try:
+                    consumer.commit()
+                    work.committed([[t, p, n] for (t, p), n in sorted(last.items())])
+                except commit_error as exc:
+                    log.warning("commit_failed", member=o.member, error=repr(exc))
+                if o.delay:
+                    time.sleep(o.delay)
+    finally:
+        consumer.close(leave=not o.restart)
+        work.close()
+
+
+def _sync_member(
+    client: Literal["confluent", "kafka-python"], o: WorkerOptions, work: WorkLog
+) -> tuple[SyncBinding[Any], Callable[[], list[Processed]], type[Exception]]:
+    """The binding's member, one poll of it, and what its failed commit raises; each
+    library imported only when asked for (an optional extra)."""
+    settings: dict[str, Any] = {
+        "bootstrap_servers": o.bootstrap,
+        "presence": o.presence_options(),
+        "auto_offset_reset": "earliest",
+        "rack": o.rack,
+        "capacity": o.capacity,
+        "verify_key": o.verify_key,
+        "on_partitions_assigned": lambda tps: work.note("granted", tps),
+        "on_partitions_revoked": lambda tps: work.note("revoked", tps),
+    }
+    if client == "confluent":
+        from confluent_kafka import KafkaException  # noqa: PLC0415
+
+        from controller.client.confluent import BallastConsumer  # noqa: PLC0415
+
+        confluent = BallastConsumer(o.group, o.member, o.topics, **settings)
+
+        def consume() -> list[Processed]:
+            out = []
+            for m in confluent.consume(500, 0.2):
+                topic, partition, offset = m.topic(), m.partition(), m.offset()
+                if m.error() is None and topic and partition is not None and offset is not None:
+                    out.append((topic, partition, offset, m.value()))
+            return out
+
+        return confluent, consume, KafkaException
+    from kafka.errors import KafkaError as KafkaPythonError  # noqa: PLC0415
+
+    from controller.client.kafka_python import BallastKafkaConsumer  # noqa: PLC0415
+
+    kafka_python = BallastKafkaConsumer(o.group, o.member, o.topics, **settings)
+
+    def poll() -> list[Processed]:
+        batch = kafka_python.poll(timeout_ms=200, max_records=500)
+        return [(r.topic, r.partition, r.offset, r.value) for rs in batch.values() for r in rs]
+
+    return kafka_python, poll, KafkaPythonError

@@ -1,5 +1,5 @@
 """End to end under faults: a controller process, real consumer processes
-(``ballast worker`` on ``ManagedConsumer``), numbered messages, and ``ballast audit``.
+(``ballast worker`` on each client binding), numbered messages, and ``ballast audit``.
 
 After each fault every message must have been processed. A clean handoff (leave, join,
 rolling restart, controller restart) must process nothing twice; a crash may reprocess
@@ -29,6 +29,8 @@ from tests.brokers import kafka_yaml, restartable_broker, start_daemon
 pytestmark = pytest.mark.integration
 
 BIN = Path(sys.executable).parent / "ballast"
+#: ``ballast worker --client``: every binding keeps the same promises.
+CLIENTS = ("aiokafka", "confluent", "kafka-python")
 LEAVE_GRACE = 6.0
 
 
@@ -40,8 +42,11 @@ class Cluster:
         group: str,
         topic: str,
         tmp: Path,
+        *,
+        client: str = "aiokafka",
     ) -> None:
         self.kafka, self.mqtt, self.group, self.topic, self.tmp = kafka, mqtt, group, topic, tmp
+        self.client = client
         self.port = embedded.free_port()
         self.controller: subprocess.Popen[bytes] | None = None
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
@@ -79,6 +84,8 @@ class Cluster:
         argv = [
             str(BIN),
             "worker",
+            "--client",
+            self.client,
             "--bootstrap",
             self.kafka.address,
             "--mqtt-port",
@@ -193,15 +200,17 @@ def dupes(seen: Counter[str]) -> set[str]:
     return {v for v, n in seen.items() if n > 1}
 
 
-async def test_fleet_under_faults(
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_fleet_under_faults(  # noqa: PLR0917
     kafka: embedded.BrokerProcess,
     mqtt: embedded.BrokerProcess,
     names: tuple[str, str],
     topic: str,
     tmp_path: Path,
+    client: str,
 ) -> None:
     group = names[0]
-    c = Cluster(kafka, mqtt, group, topic, tmp_path)
+    c = Cluster(kafka, mqtt, group, topic, tmp_path, client=client)
     report: dict[str, int] = {}
     try:
         await c.start_fleet("a", "b", "c")
@@ -269,14 +278,16 @@ async def test_fleet_under_faults(
     print("duplicates per fault:", report)
 
 
-async def test_rolling_restart_moves_nothing(
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_rolling_restart_moves_nothing(  # noqa: PLR0917
     kafka: embedded.BrokerProcess,
     mqtt: embedded.BrokerProcess,
     names: tuple[str, str],
     topic: str,
     tmp_path: Path,
+    client: str,
 ) -> None:
-    c = Cluster(kafka, mqtt, names[0], topic, tmp_path)
+    c = Cluster(kafka, mqtt, names[0], topic, tmp_path, client=client)
     try:
         await c.start_fleet("a", "b", restart=True)
         generation = c.view()["generation"]

@@ -13,32 +13,35 @@ import asyncio
 import contextlib
 import random
 import time
-from collections import Counter
 
 import pytest
-from aiokafka import AIOKafkaProducer
 
 from controller.client import PresenceOptions
-from controller.client.consumer import FAIL_STOPS, ManagedConsumer, MemberFailedError
+from controller.client.consumer import ManagedConsumer
+from controller.client.failure import FAIL_STOPS, MemberFailedError
 from controller.runtime.daemon import Controller
 from controller.tools import embedded
 from tests.brokers import make_config
+from tests.fleet_ledger import FleetLedger
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat]
 
 TASKS = ("assignments", "presence", "watchdog")
 
 
-class Fleet:
+class Fleet(FleetLedger):
     def __init__(
         self, kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, group: str, topic: str
     ) -> None:
-        self.kafka, self.mqtt, self.group, self.topic = kafka, mqtt, group, topic
+        super().__init__(kafka.address, topic)
+        self.kafka, self.mqtt, self.group = kafka, mqtt, group
         self.members: dict[str, ManagedConsumer] = {}
         self.loops: dict[str, asyncio.Task[None]] = {}
-        self.processed: Counter[bytes] = Counter()
         self.failed: dict[str, MemberFailedError] = {}
-        self.produced = 0
+
+    @property
+    def holders(self) -> dict[str, ManagedConsumer]:
+        return self.members
 
     async def join(self, name: str) -> ManagedConsumer:
         consumer = ManagedConsumer(
@@ -66,37 +69,6 @@ class Fleet:
                     self.processed[r.value] += 1
             if batch:
                 await consumer.commit()
-
-    async def produce(self, n: int) -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=self.kafka.address, linger_ms=5)
-        await producer.start()
-        try:
-            for _ in range(n):
-                await producer.send(
-                    self.topic, str(self.produced).encode(), partition=self.produced % 12
-                )
-                self.produced += 1
-            await producer.flush()
-        finally:
-            await producer.stop()
-
-    async def all_processed(self, timeout: float = 40.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not all(str(i).encode() in self.processed for i in range(self.produced)):
-            missing = self.produced - len(self.processed)
-            assert time.monotonic() < deadline, f"{missing} records never processed"
-            await asyncio.sleep(0.1)
-
-    async def held_by(self, names: list[str], timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            held = [len(self.members[n].assignment) for n in names]
-            if sum(held) == 12 and all(held):
-                return
-            assert time.monotonic() < deadline, (
-                f"not settled: {dict(zip(names, held, strict=True))}"
-            )
-            await asyncio.sleep(0.1)
 
     async def stop(self) -> None:
         for loop in self.loops.values():
@@ -150,7 +122,7 @@ async def test_a_member_whose_task_dies_releases_everything_and_nothing_is_read_
     finally:
         await fleet.stop()
         await ctl.stop()
-    twice = sorted(v for v, n in fleet.processed.items() if n > 1)
+    twice = fleet.twice()
     assert twice == [], f"processed twice after the {task} task died: {twice[:10]}"
     assert FAIL_STOPS.labels(task)._value.get() == before + 1
     assert task in str(fleet.failed["a"])

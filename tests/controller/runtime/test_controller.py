@@ -23,8 +23,8 @@ from assignors import TopicPartition
 from controller.adapters.metadata import topic_metadata
 from controller.adapters.topics import ensure_topic
 from controller.client import PresenceOptions
-from controller.client.announcer import State
 from controller.client.consumer import ManagedConsumer
+from controller.client.identity import State
 from controller.config import Config
 from controller.core.views import group_view
 from controller.runtime.daemon import Controller
@@ -606,6 +606,23 @@ async def test_a_member_rack_reaches_the_controller(
                 await c.close()
 
 
+def _member(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, group: str, topic: str, name: str
+) -> ManagedConsumer:
+    return ManagedConsumer(
+        group,
+        name,
+        [topic],
+        bootstrap_servers=kafka.address,
+        presence=PresenceOptions(mqtt_port=mqtt.port),
+    )
+
+
+async def _poll_for_ten_minutes(c: ManagedConsumer) -> None:
+    while True:
+        await c.getmany(timeout_ms=600_000)
+
+
 async def test_a_long_poll_on_a_quiet_topic_returns_when_the_assignment_changes(
     kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str], topic: str
 ) -> None:
@@ -618,28 +635,15 @@ async def test_a_long_poll_on_a_quiet_topic_returns_when_the_assignment_changes(
     group = names[0]
     cfg = make_config(kafka, mqtt, group)
 
-    def member(name: str) -> ManagedConsumer:
-        return ManagedConsumer(
-            group,
-            name,
-            [topic],
-            bootstrap_servers=kafka.address,
-            presence=PresenceOptions(mqtt_port=mqtt.port),
-        )
-
-    async def poll(c: ManagedConsumer) -> None:
-        while True:
-            await c.getmany(timeout_ms=600_000)
-
     async with running(cfg):
-        first, second = member("first"), member("second")
+        first, second = (_member(kafka, mqtt, group, topic, n) for n in ("first", "second"))
         await first.start()
-        polls = [asyncio.create_task(poll(first))]
+        polls = [asyncio.create_task(_poll_for_ten_minutes(first))]
         try:
             while len(first.assignment) != 12:
                 await asyncio.sleep(0.05)
             await second.start()
-            polls.append(asyncio.create_task(poll(second)))
+            polls.append(asyncio.create_task(_poll_for_ten_minutes(second)))
             # A liveness bound, not a performance target: without the early return the
             # first member's revoke waits out its ten-minute poll.
             async with asyncio.timeout(60):
@@ -664,23 +668,10 @@ async def test_a_poll_cancelled_during_its_acknowledgement_ends(
     group = names[0]
     cfg = make_config(kafka, mqtt, group)
 
-    def member(name: str) -> ManagedConsumer:
-        return ManagedConsumer(
-            group,
-            name,
-            [topic],
-            bootstrap_servers=kafka.address,
-            presence=PresenceOptions(mqtt_port=mqtt.port),
-        )
-
-    async def poll(c: ManagedConsumer) -> None:
-        while True:
-            await c.getmany(timeout_ms=600_000)
-
     async with running(cfg):
-        first, second = member("first"), member("second")
+        first, second = (_member(kafka, mqtt, group, topic, n) for n in ("first", "second"))
         await first.start()
-        polling = asyncio.create_task(poll(first))
+        polling = asyncio.create_task(_poll_for_ten_minutes(first))
         swallowed: list[int] = []
         announce = first._announcer.announce
 

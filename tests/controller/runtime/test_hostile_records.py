@@ -16,8 +16,8 @@ from aiokafka import AIOKafkaProducer
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from controller.client import PresenceOptions
-from controller.client.assignment_feed import INVALID_RECORDS
 from controller.client.consumer import ManagedConsumer
+from controller.client.grants import INVALID_RECORDS
 from controller.config import Config
 from controller.runtime.daemon import Controller
 from controller.tools import embedded
@@ -157,7 +157,7 @@ async def test_with_signing_a_forged_grant_changes_nothing(
             partitions=sorted((topic, p) for p in range(12)),
             topics=[topic],
             issued_at=time.time(),
-            instance=w2._instance,
+            instance=w2._identity.instance,
         ).encode()
         key = f"{group}/w2".encode()
         headers = [(GENERATION_HEADER, b"2000"), (EPOCH_HEADER, b"1")]

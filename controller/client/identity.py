@@ -1,0 +1,92 @@
+"""Who a member is and where it announces itself, checked before anything connects, and
+the presence it announces: the same for every binding."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import ValidationError
+
+from controller.adapters.presence import MqttAuth
+from controller.client.grants import Partition
+from controller.wire.records import Presence, problems
+
+State = Literal["active", "leaving"]
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceOptions:
+    """Where a member announces itself. ``via="mqtt"`` (default): a retained message on
+    ``<mqtt_prefix>/<group>/members/<member>``, cleared by the broker's Will when the
+    link dies. ``via="kafka"``: a heartbeat every ``heartbeat_interval`` seconds on
+    ``heartbeat_topic`` (no MQTT broker; a crash is noticed when heartbeats stop)."""
+
+    via: Literal["mqtt", "kafka"] = "mqtt"
+    mqtt_host: str = "127.0.0.1"
+    mqtt_port: int = 1883
+    #: Seconds; the broker sends the Will after 1.5x this without a packet.
+    mqtt_keepalive: int = 5
+    mqtt_prefix: str = "ballast"
+    mqtt_auth: MqttAuth | None = None
+    heartbeat_topic: str = "ballast.heartbeats"
+    heartbeat_interval: float = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class MemberIdentity:
+    """``instance`` tells this process from an earlier one under the same member id: a
+    grant issued to the other reads as holding nothing."""
+
+    group: str
+    member: str
+    topics: tuple[str, ...]
+    rack: str | None = None
+    capacity: float | None = None
+    instance: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+
+    @classmethod
+    def checked(
+        cls,
+        binding: str,
+        group: str,
+        member: str,
+        topics: Iterable[str],
+        *,
+        rack: str | None = None,
+        capacity: float | None = None,
+    ) -> MemberIdentity:
+        """The identity, or ``ValueError`` naming the binding and what the controller
+        would refuse in what it announces."""
+        ordered = tuple(sorted(set(topics)))
+        try:
+            Presence(group=group, member=member, topics=list(ordered), rack=rack, capacity=capacity)
+        except ValidationError as exc:
+            raise ValueError(f"{binding}({group!r}, {member!r}): {problems(exc)}") from None
+        return cls(group, member, ordered, rack, capacity)
+
+    def presence(
+        self,
+        state: State,
+        generation: int,
+        held: Iterable[Partition],
+        lag: Sequence[tuple[str, int, int]] | None = None,
+    ) -> Presence:
+        """What to announce: the held partitions and the generation applied acknowledge
+        it; after a fail-stop a binding announces only ``leaving``."""
+        return Presence(
+            group=self.group,
+            member=self.member,
+            topics=list(self.topics),
+            instance=self.instance,
+            state=state,
+            rack=self.rack,
+            capacity=self.capacity,
+            generation=generation,
+            partitions=sorted(held),
+            lag=None if lag is None else list(lag),
+            sent_at=time.time(),
+        )
