@@ -155,6 +155,9 @@ class _Log:
                 "enable.auto.offset.store": False,
                 "isolation.level": READ_ISOLATION,
                 "fetch.wait.max.ms": 500,
+                # The end of the partition as an event: past a transaction's commit
+                # marker, which no message shows, the end is beyond the last record.
+                "enable.partition.eof": True,
             }
         )
         self._tp: TopicPartition | None = None
@@ -190,6 +193,9 @@ class _Log:
         for msg in [first, *self._consumer.consume(499, 0)]:
             err = msg.error()
             if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    self._next = max(self._next, msg.offset() or 0)
+                    continue
                 if err.fatal():
                     raise KafkaException(err)
                 # librdkafka recovers from the rest (a broker down, a leader moving).

@@ -25,11 +25,19 @@ class Change(NamedTuple):
 
 class Holding:
     def __init__(self) -> None:
-        self.assignment: frozenset[Partition] = frozenset()
-        #: The generation of the last record applied.
-        self.generation = -1
+        #: What is held and the generation of the last record applied, replaced as one
+        #: (a presence made on another thread never pairs one with the other's old value).
+        self.held: tuple[frozenset[Partition], int] = (frozenset(), -1)
         #: Per partition, the next offset after the last record handed out.
         self.consumed: dict[Partition, int] = {}
+
+    @property
+    def assignment(self) -> frozenset[Partition]:
+        return self.held[0]
+
+    @property
+    def generation(self) -> int:
+        return self.held[1]
 
     def change(self, grant: Grant) -> Change:
         target = grant.partitions
@@ -55,9 +63,8 @@ class Holding:
         return {p: o for p, o in self.consumed.items() if p in kept}
 
     def applied(self, change: Change) -> None:
-        self.assignment = change.target
-        if change.generation is not None:
-            self.generation = change.generation
+        generation = self.generation if change.generation is None else change.generation
+        self.held = (change.target, generation)
 
     def committable(self) -> dict[Partition, int]:
         """Everything handed out on partitions still held."""
@@ -67,5 +74,5 @@ class Holding:
         """Hold nothing; the commits that should land first (a fail-stop or a leave)."""
         offsets = self.committable()
         self.consumed.clear()
-        self.assignment = frozenset()
+        self.held = (frozenset(), self.generation)
         return offsets

@@ -37,6 +37,8 @@ R = TypeVar("R")
 CHANGE_CHECK = 0.05
 #: How long a member waits for the assignments topic to exist (s).
 TOPIC_WAIT = 30.0
+#: Empty reads (0.2 s each) in a row that end the catch-up short of the end offset.
+CATCH_UP_IDLE_READS = 3
 
 Callback = Callable[[set[Partition]], None]
 
@@ -128,20 +130,34 @@ class SyncMember(Generic[R]):
                 raise TimeoutError(f"assignments topic {self._topic!r} not found")
             time.sleep(0.2)
         self._reader.open(self._topic, assignments_partition(self._grants.key, count))
-        end = self._reader.end_offset()
-        while self._reader.position() < end:
-            for record in self._reader.read(0.2):
-                self._consider(record)
-        with self._lock:
-            self._apply_pending()
-        self.presence = presence
-        presence.start()
+        try:
+            self._catch_up()
+            with self._lock:
+                self._apply_pending()
+            self.presence = presence
+            presence.start()
+        except BaseException:
+            self._close_clients()
+            raise
         for name, work in (("assignments", self._follow), ("watchdog", self._watchdog)):
             thread = threading.Thread(
                 target=self._watched, args=(name, work), name=f"ballast-{name}", daemon=True
             )
             thread.start()
             self._threads[name] = thread
+
+    def _catch_up(self) -> None:
+        """Read to the end the partition had when we looked. A reader whose position
+        stops short of it (a transaction's commit marker is an offset no client returns)
+        has caught up once reads come back empty: acting on an older record is safe
+        anyway (a grant issued to another process reads as holding nothing)."""
+        end = self._reader.end_offset()
+        idle = 0
+        while self._reader.position() < end and idle < CATCH_UP_IDLE_READS:
+            records = self._reader.read(0.2)
+            for record in records:
+                self._consider(record)
+            idle = 0 if records else idle + 1
 
     def close(self, *, leave: bool) -> None:
         """``leave``: release everything, commit, and say so (the controller reassigns
@@ -296,9 +312,9 @@ class SyncMember(Generic[R]):
     def make_presence(self, state: State) -> Presence:
         """Presence, which is also the acknowledgement; after a fail-stop only
         "leaving". Called by the presence link at each announcement and reconnect."""
-        h = self.holding
+        held, generation = self.holding.held  # one read: other threads announce too
         state = "leaving" if self.failure is not None else state
-        return self.identity.presence(state, h.generation, h.assignment)
+        return self.identity.presence(state, generation, held)
 
     # ------------------------------------------------------------------ threads
 
