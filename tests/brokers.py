@@ -16,11 +16,14 @@ import sys
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
 
+from controller.client.consumer import ManagedConsumer
+from controller.client.identity import PresenceOptions
 from controller.config import Config
 from controller.tools import apache_kafka, embedded
 
@@ -165,3 +168,22 @@ async def read_records(bootstrap: str, topic: str, count: int) -> list[tuple[int
     finally:
         await consumer.stop()
     return out
+
+
+def managed_member(
+    kafka: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+    group: str,
+    name: str,
+    topic: str,
+    **kw: Any,
+) -> ManagedConsumer:
+    """A ``ManagedConsumer`` of ``topic`` on the session's brokers (MQTT keepalive 1 s)."""
+    return ManagedConsumer(
+        group,
+        name,
+        [topic],
+        bootstrap_servers=kafka.address,
+        presence=PresenceOptions(mqtt_port=mqtt.port, mqtt_keepalive=1),
+        **kw,
+    )

@@ -124,13 +124,8 @@ class SyncMember(Generic[R]):
     def start(self, presence: PresenceLink) -> None:
         """Catch up on the member's records, act on the latest, then announce and start
         the threads (a restart acts on its own record before it says it is here)."""
-        deadline = time.monotonic() + TOPIC_WAIT
-        while not (count := self._reader.partition_count(self._topic)):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"assignments topic {self._topic!r} not found")
-            time.sleep(0.2)
-        self._reader.open(self._topic, assignments_partition(self._grants.key, count))
         try:
+            self._open_own_partition()
             self._catch_up()
             with self._lock:
                 self._apply_pending()
@@ -145,6 +140,14 @@ class SyncMember(Generic[R]):
             )
             thread.start()
             self._threads[name] = thread
+
+    def _open_own_partition(self) -> None:
+        deadline = time.monotonic() + TOPIC_WAIT
+        while not (count := self._reader.partition_count(self._topic)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"assignments topic {self._topic!r} not found")
+            time.sleep(0.2)
+        self._reader.open(self._topic, assignments_partition(self._grants.key, count))
 
     def _catch_up(self) -> None:
         """Read to the end the partition had when we looked. A reader whose position

@@ -32,7 +32,7 @@ from controller.tasks import cancel_and_wait
 from controller.tools import embedded
 from controller.tools.simfleet import Fleet
 from controller.wire.records import Presence
-from tests.brokers import make_config, needs_kafka, records_and_commits
+from tests.brokers import make_config, managed_member, needs_kafka, records_and_commits
 from tests.cancellation import swallowing_wait
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat]
@@ -606,18 +606,6 @@ async def test_a_member_rack_reaches_the_controller(
                 await c.close()
 
 
-def _member(
-    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, group: str, topic: str, name: str
-) -> ManagedConsumer:
-    return ManagedConsumer(
-        group,
-        name,
-        [topic],
-        bootstrap_servers=kafka.address,
-        presence=PresenceOptions(mqtt_port=mqtt.port),
-    )
-
-
 async def _poll_for_ten_minutes(c: ManagedConsumer) -> None:
     while True:
         await c.getmany(timeout_ms=600_000)
@@ -636,7 +624,7 @@ async def test_a_long_poll_on_a_quiet_topic_returns_when_the_assignment_changes(
     cfg = make_config(kafka, mqtt, group)
 
     async with running(cfg):
-        first, second = (_member(kafka, mqtt, group, topic, n) for n in ("first", "second"))
+        first, second = (managed_member(kafka, mqtt, group, n, topic) for n in ("first", "second"))
         await first.start()
         polls = [asyncio.create_task(_poll_for_ten_minutes(first))]
         try:
@@ -669,7 +657,7 @@ async def test_a_poll_cancelled_during_its_acknowledgement_ends(
     cfg = make_config(kafka, mqtt, group)
 
     async with running(cfg):
-        first, second = (_member(kafka, mqtt, group, topic, n) for n in ("first", "second"))
+        first, second = (managed_member(kafka, mqtt, group, n, topic) for n in ("first", "second"))
         await first.start()
         polling = asyncio.create_task(_poll_for_ten_minutes(first))
         swallowed: list[int] = []

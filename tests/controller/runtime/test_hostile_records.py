@@ -9,13 +9,11 @@ import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from controller.client import PresenceOptions
 from controller.client.consumer import ManagedConsumer
 from controller.client.grants import INVALID_RECORDS
 from controller.config import Config
@@ -25,7 +23,7 @@ from controller.tools.audit import run_audit
 from controller.wire.assignments import EPOCH_HEADER, GENERATION_HEADER
 from controller.wire.records import Assignment
 from controller.wire.signing import Signer, Verifier, generate
-from tests.brokers import make_config
+from tests.brokers import make_config, managed_member
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat]
 
@@ -52,24 +50,6 @@ async def _until(check: Callable[[], bool], what: str, timeout: float = 20.0) ->
     while not check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.1)
-
-
-def _member(
-    kafka: embedded.BrokerProcess,
-    mqtt: embedded.BrokerProcess,
-    group: str,
-    name: str,
-    topic: str,
-    **kw: Any,
-) -> ManagedConsumer:
-    return ManagedConsumer(
-        group,
-        name,
-        [topic],
-        bootstrap_servers=kafka.address,
-        presence=PresenceOptions(mqtt_port=mqtt.port, mqtt_keepalive=1),
-        **kw,
-    )
 
 
 def _holds_all(member: ManagedConsumer) -> Callable[[], bool]:
@@ -104,7 +84,7 @@ async def test_a_poison_record_in_the_compacted_topics_stops_no_start_and_no_mem
                     b'{"controller_epoch": ' + b"9" * 401 + b"}",
                 )
                 continue
-            w1 = _member(kafka, mqtt, group, "w1", topic, auto_offset_reset="earliest")
+            w1 = managed_member(kafka, mqtt, group, "w1", topic, auto_offset_reset="earliest")
             await w1.start()
             polling = asyncio.create_task(_poll(w1))
             try:
@@ -136,7 +116,9 @@ async def test_with_signing_a_forged_grant_changes_nothing(
     assert isinstance(cfg, Config)
     ctl = Controller(cfg)
     await ctl.start()
-    members = {n: _member(kafka, mqtt, group, n, topic, verify_key=public) for n in ("w1", "w2")}
+    members = {
+        n: managed_member(kafka, mqtt, group, n, topic, verify_key=public) for n in ("w1", "w2")
+    }
     for m in members.values():
         await m.start()
     polling = asyncio.create_task(_poll(*members.values()))
