@@ -192,8 +192,11 @@ async def test_three_replicas_share_groups_and_survive_kill_and_pause(
         procs[victim].send_signal(signal.SIGKILL)
         killed_at = time.monotonic()
         procs[victim].wait(10)
+        # A liveness bound: the survivors acquire the victim's shards one by one inside
+        # the control group's rebalance (1-7 s each here), and a session that lapses on
+        # a loaded machine starts another round (a CI run once needed more than 60 s).
         took_over = await _until(
-            lambda: all(len(v) == 1 for v in leaders().values()), 60, "takeover after SIGKILL"
+            lambda: all(len(v) == 1 for v in leaders().values()), 180, "takeover after SIGKILL"
         )
         await fleet.wait_for(
             lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [6, 6], 60
