@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, entry_points, version
 
 from controller.cli.assign import add_assign
+from controller.cli.conformance import add_conformance
 from controller.cli.daemon import add_run, add_schema
 from controller.cli.fleet import add_demo, add_dev, add_worker
 from controller.cli.history import add_audit, add_keys
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_operator(sub)
     add_worker(sub)
     add_audit(sub)
+    add_conformance(sub)
     add_keys(sub)
     add_schema(sub)
 

@@ -60,6 +60,8 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             capacity=args.capacity,
             verify_key=None if args.public_key is None else verifier_from(args.public_key),
             mqtt_auth=mqtt_login(args.mqtt_user, args.mqtt_password_file),
+            assignments_topic=args.assignments_topic,
+            heartbeat_topic=args.heartbeat_topic,
         ),
     )
     return 0
@@ -189,4 +191,8 @@ def add_worker(sub: Commands) -> None:
     )
     p.add_argument("--mqtt-user", help="MQTT user name (its member id, with per-member ACLs)")
     p.add_argument("--mqtt-password-file", type=Path, help="file holding the MQTT password")
+    p.add_argument(
+        "--assignments-topic", default="ballast.assignments", help="the assignments topic"
+    )
+    p.add_argument("--heartbeat-topic", default="ballast.heartbeats", help="with --presence kafka")
     p.set_defaults(func=_cmd_worker)

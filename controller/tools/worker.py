@@ -52,10 +52,16 @@ class WorkerOptions:
     capacity: float | None = None
     verify_key: Verifier | None = None
     mqtt_auth: MqttAuth | None = None
+    assignments_topic: str = "ballast.assignments"
+    heartbeat_topic: str = "ballast.heartbeats"
 
     def presence_options(self) -> PresenceOptions:
         return PresenceOptions(
-            via=self.presence, mqtt_port=self.mqtt_port, mqtt_keepalive=1, mqtt_auth=self.mqtt_auth
+            via=self.presence,
+            mqtt_port=self.mqtt_port,
+            mqtt_keepalive=1,
+            mqtt_auth=self.mqtt_auth,
+            heartbeat_topic=self.heartbeat_topic,
         )
 
 
@@ -106,6 +112,7 @@ async def run_aiokafka(o: WorkerOptions) -> None:
         o.topics,
         bootstrap_servers=o.bootstrap,
         presence=o.presence_options(),
+        assignments_topic=o.assignments_topic,
         auto_offset_reset="earliest",
         report_lag=True,
         rack=o.rack,
@@ -181,6 +188,7 @@ def _sync_member(
     settings: dict[str, Any] = {
         "bootstrap_servers": o.bootstrap,
         "presence": o.presence_options(),
+        "assignments_topic": o.assignments_topic,
         "auto_offset_reset": "earliest",
         "rack": o.rack,
         "capacity": o.capacity,

@@ -19,6 +19,7 @@ from controller.tools import embedded
 from controller.tools.audit import run_audit
 from controller.tools.chaos import checker
 from controller.tools.chaos.nemesis import GROUP, Run
+from controller.tools.conformance import run_conformance
 from tests.brokers import BROKER, needs_kafka
 
 # Not on Tansu: Kafka's Java client 4.4 gets no answer to its ListOffsets there
@@ -86,3 +87,21 @@ def _holding(workdir: Path, *names: str) -> bool:
         if not events.exists() or b'"granted"' not in events.read_bytes():
             return False
     return True
+
+
+async def test_the_java_member_keeps_every_rule_of_the_conformance_kit(
+    kafka: embedded.BrokerProcess, tmp_path: Path, java_classpath: str
+) -> None:
+    command = [
+        "java", "-cp", java_classpath, "dev.ballast.member.Worker",
+        "--bootstrap", "{bootstrap}", "--group", "{group}", "--member", "{member}",
+        "--topic", "{topic}", "--assignments-topic", "{assignments_topic}",
+        "--heartbeat-topic", "{heartbeat_topic}", "--out", "{out}",
+    ]  # fmt: skip
+    findings = await run_conformance(
+        command, bootstrap=kafka.address, mqtt_port=None, presence="kafka", workdir=tmp_path
+    )
+    outcomes = {f.rule: (f.outcome, f.detail) for f in findings}
+    assert outcomes.pop("will") == ("n/a", "presence over Kafka heartbeats: silence is the "
+                                    "session's end")  # fmt: skip
+    assert all(o == "pass" for o, _ in outcomes.values()), outcomes
