@@ -34,6 +34,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                 args.pace,
                 strategy=strategy,
                 broker=args.broker,
+                client=args.client,
             )
         )
         for strategy in strategies
@@ -117,7 +118,18 @@ def add_demo(sub: Commands) -> None:
     p.add_argument(
         "--compare", action="store_true", help="run both strategies, then print them side by side"
     )
+    _client_arg(p)
     p.set_defaults(func=_cmd_demo)
+
+
+def _client_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--client",
+        choices=worker.CLIENTS,
+        default="aiokafka",
+        help="the client binding: aiokafka (ManagedConsumer), confluent (BallastConsumer) or "
+        "kafka-python (BallastKafkaConsumer); the last two need their extra",
+    )
 
 
 def add_dev(sub: Commands) -> None:
@@ -158,13 +170,7 @@ def add_dev(sub: Commands) -> None:
 def add_worker(sub: Commands) -> None:
     """``worker``."""
     p = sub.add_parser("worker", help="a consumer process that logs what it processes")
-    p.add_argument(
-        "--client",
-        choices=("aiokafka", "confluent", "kafka-python"),
-        default="aiokafka",
-        help="the client binding: aiokafka (ManagedConsumer), confluent (BallastConsumer) or "
-        "kafka-python (BallastKafkaConsumer); the last two need their extra",
-    )
+    _client_arg(p)
     p.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
     p.add_argument("--mqtt-port", type=int, default=1883, help="MQTT port on 127.0.0.1")
     p.add_argument(

@@ -129,6 +129,11 @@ class _Data:
         self._consumer.incremental_unassign([TopicPartition(t, p) for t, p in partitions])
         self._held = self._consumer.assignment()
 
+    def log_end(self, partition: Partition) -> int | None:
+        # librdkafka updates its cached high watermark from every fetch response.
+        _, high = self._consumer.get_watermark_offsets(TopicPartition(*partition), cached=True)
+        return high if high >= 0 else None
+
     def commit(self, offsets: Mapping[Partition, int]) -> None:
         done = self._consumer.commit(
             offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],

@@ -55,6 +55,7 @@ from controller.client.failure import (
 from controller.client.grants import Partition
 from controller.client.holding import Holding
 from controller.client.identity import MemberIdentity, PresenceOptions, State
+from controller.client.progress import Progress, lag_report, offset_samples, progress_of
 from controller.client.sample_reporter import SampleReporter
 from controller.tasks import cancel_and_wait, reraise_swallowed_cancel
 from controller.wire.records import OffsetSample, Presence
@@ -410,9 +411,7 @@ class ManagedConsumer:
     def _presence(self, state: State) -> Presence:
         lag = None
         if self._report_lag and state == "active":
-            lag = [
-                (tp.topic, tp.partition, max(0, high - done)) for tp, high, done in self._progress()
-            ]
+            lag = lag_report(self._progress())
         return self._identity.presence(
             state, self.generation, ((tp.topic, tp.partition) for tp in self.assignment), lag
         )
@@ -424,32 +423,14 @@ class ManagedConsumer:
     def offset_samples(self, now: float) -> list[OffsetSample]:
         """Self-reports for the Spark lag job: for each held partition, the position this
         member has processed up to (as ``committed``) and the log end its last fetch saw."""
-        return [
-            OffsetSample(
-                group=self.group,
-                topic=tp.topic,
-                partition=tp.partition,
-                committed=min(done, high),
-                log_end=high,
-                sampled_at=now,
-                source="client",
-            )
-            for tp, high, done in self._progress()
-        ]
+        return offset_samples(self.group, self._progress(), now)
 
-    def _progress(self) -> list[tuple[KafkaTP, int, int]]:
-        """Held partitions with a known log end (from the last fetch) and a processed
-        position: (partition, log end, next offset to process)."""
-        out = []
-        for tp in sorted(self.assignment, key=_tp_key):
-            high, done = self.consumer.highwater(tp), self._holding.consumed.get(tp)
-            if high is not None and done is not None:
-                out.append((tp, high, done))
-        return out
-
-
-def _tp_key(tp: KafkaTP) -> tuple[str, int]:
-    return (tp.topic, tp.partition)
+    def _progress(self) -> list[Progress]:
+        return progress_of(
+            ((tp.topic, tp.partition) for tp in self.assignment),
+            self._holding.consumed,
+            lambda p: self.consumer.highwater(KafkaTP(*p)),
+        )
 
 
 def _kafka_tps(partitions: Iterable[Partition]) -> set[KafkaTP]:

@@ -106,6 +106,13 @@ class _Data:
         gone = {TopicPartition(t, p) for t, p in partitions}
         self._consumer.assign(sorted(set(self._consumer.assignment()) - gone))
 
+    def log_end(self, partition: Partition) -> int | None:
+        try:
+            high: int | None = self._consumer.highwater(TopicPartition(*partition))
+        except (AssertionError, KeyError):  # unassigned meanwhile, on the poll thread
+            return None
+        return high
+
     def commit(self, offsets: Mapping[Partition, int]) -> None:
         self._consumer.commit(
             {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}

@@ -6,6 +6,8 @@ and a ``HeartbeatSender`` made of its producer."""
 
 from __future__ import annotations
 
+import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -13,12 +15,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Generic, Literal, NamedTuple, Protocol, Self, TypeVar
 
+from controller import logs
 from controller.client.failure import MemberFailedError
 from controller.client.grants import Partition
 from controller.client.identity import MemberIdentity, PresenceOptions
+from controller.client.progress import offset_samples
 from controller.client.sync_member import Callback, DataClient, LogReader, SyncMember
 from controller.client.sync_presence import HeartbeatLink, MqttLink, PresenceLink
+from controller.wire.records import OffsetSample, partition_key
 from controller.wire.signing import Verifier
+
+log = logs.get("ballast.client")
 
 R = TypeVar("R")
 
@@ -74,12 +81,17 @@ class SyncBinding(ABC, Generic[R]):
         kafka_config: Mapping[str, Any] | None = None,
         consumer_config: Mapping[str, Any] | None = None,
         verify_key: Path | str | Verifier | None = None,
+        report_lag: bool = False,
+        offset_samples_topic: str | None = None,
+        sample_interval: float = 5.0,
     ) -> None:
         """``kafka_config``: the client library's settings (its own names) for every
         client of this member (TLS, SASL); ``consumer_config``: more for the consumer of
         ``topics`` only. ``commit_group``: the group id its commits go to (default
-        ``group``). ``verify_key``: act only on records the controller signed. A bad name,
-        rack or capacity raises ``ValueError`` before anything connects."""
+        ``group``). ``verify_key``: act only on records the controller signed.
+        ``report_lag``: put each held partition's lag in presence; ``offset_samples_topic``:
+        send offset samples for the Spark lag job there every ``sample_interval`` seconds.
+        A bad name, rack or capacity raises ``ValueError`` before anything connects."""
         identity = MemberIdentity.checked(
             type(self).__name__, group, member, topics, rack=rack, capacity=capacity
         )
@@ -104,10 +116,14 @@ class SyncBinding(ABC, Generic[R]):
             verifier=verify_key,
             on_revoked=on_partitions_revoked,
             on_assigned=on_partitions_assigned,
+            report_lag=report_lag,
         )
         self._options = presence or PresenceOptions()
         self._make_sender = clients.heartbeats
         self._sender: HeartbeatSender | None = None
+        self._samples_to = offset_samples_topic
+        self._sample_interval = sample_interval
+        self._sampler: _Sampler | None = None
 
     @abstractmethod
     def _clients(self, settings: ClientSettings) -> Clients[R]:
@@ -158,6 +174,15 @@ class SyncBinding(ABC, Generic[R]):
                 on_death=lambda exc: m.fail_stop("heartbeats", exc),
             )
         m.start(link)
+        if self._samples_to is not None:
+            self._sampler = _Sampler(
+                self._samples_to, self._sample_interval, self._make_sender(), self.offset_samples
+            )
+
+    def offset_samples(self, now: float) -> list[OffsetSample]:
+        """Self-reports for the Spark lag job: for each held partition, how far it is
+        processed and the log end its last fetch saw."""
+        return offset_samples(self.group, self._member.progress(), now)
 
     def commit(self) -> None:
         """Commit, synchronously, everything returned so far on the partitions held."""
@@ -175,6 +200,9 @@ class SyncBinding(ABC, Generic[R]):
         self._close_sender()
 
     def _close_sender(self) -> None:
+        if self._sampler is not None:
+            self._sampler.stop()
+            self._sampler = None
         if self._sender is not None:
             self._sender.close()
             self._sender = None
@@ -190,3 +218,37 @@ class SyncBinding(ABC, Generic[R]):
         _tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class _Sampler:
+    """A thread sending the member's offset samples every ``interval`` seconds, keyed by
+    partition. A sample lost is a sample late: a failed send is logged and the round
+    ends; the member's right to its partitions does not depend on it."""
+
+    def __init__(
+        self,
+        topic: str,
+        interval: float,
+        sender: HeartbeatSender,
+        samples: Callable[[float], list[OffsetSample]],
+    ) -> None:
+        self._topic, self._interval, self._sender, self._samples = topic, interval, sender, samples
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ballast-samples", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            for s in self._samples(time.time()):
+                try:
+                    self._sender.send(
+                        self._topic, partition_key(s.group, s.topic, s.partition), s.encode()
+                    )
+                except Exception as exc:  # the library's own errors, whatever its name
+                    log.warning("offset_samples_not_sent", topic=self._topic, error=repr(exc))
+                    break
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sender.close()

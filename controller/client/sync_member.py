@@ -24,6 +24,7 @@ from controller.client.failure import MemberFailedError, member_failed
 from controller.client.grants import Grant, GrantReader, Partition, RawRecord
 from controller.client.holding import Holding
 from controller.client.identity import MemberIdentity, State
+from controller.client.progress import Progress, lag_report, progress_of
 from controller.client.sync_presence import PresenceLink
 from controller.wire.assignments import assignments_partition
 from controller.wire.records import Presence
@@ -59,6 +60,10 @@ class DataClient(Protocol[R]):
         partitions kept go on where they are."""
 
     def remove(self, partitions: Sequence[Partition]) -> None: ...
+    def log_end(self, partition: Partition) -> int | None:
+        """The log end the last fetch of ``partition`` saw (None: not known yet). Called
+        from presence's and the sampler's threads."""
+
     def commit(self, offsets: Mapping[Partition, int]) -> None:
         """Synchronously: returns once the commit landed, or raises."""
 
@@ -88,8 +93,10 @@ class SyncMember(Generic[R]):
         verifier: Verifier | None,
         on_revoked: Callback | None,
         on_assigned: Callback | None,
+        report_lag: bool = False,
     ) -> None:
         self.identity = identity
+        self._report_lag = report_lag
         self._data = data
         self._reader = reader
         self._topic = assignments_topic
@@ -317,7 +324,18 @@ class SyncMember(Generic[R]):
         "leaving". Called by the presence link at each announcement and reconnect."""
         held, generation = self.holding.held  # one read: other threads announce too
         state = "leaving" if self.failure is not None else state
-        return self.identity.presence(state, generation, held)
+        lag = None
+        if self._report_lag and state == "active":
+            lag = lag_report(self.progress(held))
+        return self.identity.presence(state, generation, held, lag)
+
+    def progress(self, held: frozenset[Partition] | None = None) -> list[Progress]:
+        """How far each held partition is processed (for presence lag and samples)."""
+        return progress_of(
+            self.holding.assignment if held is None else held,
+            dict(self.holding.consumed),  # a copy: the poll thread updates it
+            self._data.log_end,
+        )
 
     # ------------------------------------------------------------------ threads
 

@@ -1,7 +1,8 @@
 """``ballast demo``: everything on this machine, nothing to configure.
 
 Starts a Kafka-protocol broker (Tansu) and an MQTT broker (amqtt) on free loopback ports,
-the controller, and a fleet of real ``ManagedConsumer``s that process a skewed stream of
+the controller, and a fleet of real consumers (``ManagedConsumer``s, or with ``--client``
+another binding's) that process a skewed stream of
 records, each at most ~200 records/s. Then it plays a scenario: a member leaves, one
 joins, one crashes, and a sustained hot spot hits every partition of one member, more
 than that member can process. With ``lagsticky`` the controller sees that member's lag
@@ -19,8 +20,9 @@ import contextlib
 import random
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -30,11 +32,13 @@ from aiokafka import TopicPartition as KafkaTP
 
 from controller import logs
 from controller.client import ManagedConsumer, PresenceOptions
+from controller.client.sync_binding import SyncBinding
 from controller.config import Config
 from controller.runtime.daemon import Controller
 from controller.runtime.http import bound_port, serve
 from controller.tasks import cancel_and_wait
-from controller.tools import apache_kafka, embedded
+from controller.tools import apache_kafka, embedded, worker
+from controller.tools.worker import Client
 
 GROUP = "demo-fleet"
 TOPIC = "orders"
@@ -49,31 +53,64 @@ STRATEGIES: tuple[Strategy, ...] = ("lagsticky", "sticky")
 
 
 class Fleet:
-    """Real consumers in this process; each processes records with a little work."""
+    """Real consumers in this process, on the client binding asked for; each processes
+    records with a little work. aiokafka members are tasks on this loop; a synchronous
+    binding's members each poll on a thread of their own, as a synchronous application
+    does."""
 
-    def __init__(self, kafka: str, mqtt_port: int, report_lag: bool) -> None:
+    def __init__(self, kafka: str, mqtt_port: int, report_lag: bool, client: Client) -> None:
         self.kafka = kafka
         self.mqtt_port = mqtt_port
         self.report_lag = report_lag
-        self.consumers: dict[str, ManagedConsumer] = {}
-        self.loops: dict[str, asyncio.Task[None]] = {}
+        self.client = client
+        self.members: dict[str, _Running] = {}
         self.processed = 0
         #: Next offset to process, per partition, whoever processed it.
         self.done: dict[int, int] = {}
+        self._lock = threading.Lock()  # synchronous members count from their threads
+
+    def _settings(self) -> dict[str, Any]:
+        return {
+            "bootstrap_servers": self.kafka,
+            "presence": PresenceOptions(mqtt_port=self.mqtt_port, mqtt_keepalive=1),
+            "auto_offset_reset": "earliest",
+            "report_lag": self.report_lag,
+        }
+
+    def _worked(self, partition: int, offset: int) -> None:
+        with self._lock:
+            self.processed += 1
+            self.done[partition] = max(self.done.get(partition, 0), offset + 1)
 
     async def join(self, name: str) -> None:
-        consumer = ManagedConsumer(
-            GROUP,
-            name,
-            [TOPIC],
-            bootstrap_servers=self.kafka,
-            presence=PresenceOptions(mqtt_port=self.mqtt_port, mqtt_keepalive=1),
-            auto_offset_reset="earliest",
-            report_lag=self.report_lag,
+        if self.client == "aiokafka":
+            consumer = ManagedConsumer(GROUP, name, [TOPIC], **self._settings())
+            await consumer.start()
+            loop = asyncio.create_task(self._consume(consumer))
+            self.members[name] = _Running(
+                lambda: consumer.assignment,
+                lambda: _stopped(loop, consumer.close),
+                lambda: _stopped(loop, consumer.abort),
+            )
+            return
+        member, fetch, commit_error = worker.sync_member(
+            self.client, GROUP, name, [TOPIC], **self._settings()
         )
-        await consumer.start()
-        self.consumers[name] = consumer
-        self.loops[name] = asyncio.create_task(self._consume(consumer))
+        await asyncio.to_thread(member.start)
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=self._consume_sync, args=(member, fetch, commit_error, stop), daemon=True
+        )
+        thread.start()
+
+        async def ended(end: Callable[[], None]) -> None:
+            stop.set()
+            await asyncio.to_thread(thread.join)
+            await asyncio.to_thread(end)
+
+        self.members[name] = _Running(
+            lambda: member.assignment, lambda: ended(member.close), lambda: ended(member.abort)
+        )
 
     async def _consume(self, consumer: ManagedConsumer) -> None:
         while True:
@@ -81,29 +118,55 @@ class Fleet:
             for tp, records in batch.items():
                 for record in records:
                     await asyncio.sleep(WORK_SECONDS)
-                    self.processed += 1
-                    self.done[tp.partition] = max(self.done.get(tp.partition, 0), record.offset + 1)
+                    self._worked(tp.partition, record.offset)
             if batch:
                 await consumer.commit()
 
+    def _consume_sync(
+        self,
+        member: SyncBinding[Any],
+        fetch: Callable[[], list[worker.Processed]],
+        commit_error: type[Exception],
+        stop: threading.Event,
+    ) -> None:
+        while not stop.is_set():
+            batch = fetch()
+            for _, partition, offset, _ in batch:
+                time.sleep(WORK_SECONDS)
+                self._worked(partition, offset)
+            if batch:
+                with contextlib.suppress(commit_error):  # the next batch's commit covers it
+                    member.commit()
+
     def holding(self) -> dict[str, list[int]]:
         return {
-            name: sorted(tp.partition for tp in c.assignment)
-            for name, c in sorted(self.consumers.items())
+            name: sorted(p for _, p in m.assignment()) for name, m in sorted(self.members.items())
         }
 
     async def leave(self, name: str) -> None:
-        self.loops.pop(name).cancel()
-        await self.consumers.pop(name).close()
+        await self.members.pop(name).leave()
 
     async def crash(self, name: str) -> None:
-        self.loops.pop(name).cancel()
-        await self.consumers.pop(name).abort()
+        await self.members.pop(name).crash()
 
     async def stop(self) -> None:
-        for name in list(self.consumers):
+        for name in list(self.members):
             with contextlib.suppress(Exception):
                 await self.leave(name)
+
+
+@dataclass(frozen=True)
+class _Running:
+    """One member of the demo's fleet, whatever its binding."""
+
+    assignment: Callable[[], Iterable[tuple[str, int]]]
+    leave: Callable[[], Awaitable[None]]
+    crash: Callable[[], Awaitable[None]]
+
+
+async def _stopped(loop: asyncio.Task[None], end: Callable[[], Awaitable[None]]) -> None:
+    await cancel_and_wait(loop)
+    await end()
 
 
 async def traffic(kafka: str, partitions: int, hot: asyncio.Queue[list[int]]) -> None:
@@ -260,6 +323,7 @@ async def run_demo(
     *,
     strategy: Strategy = "lagsticky",
     broker: apache_kafka.BrokerKind = "tansu",
+    client: Client = "aiokafka",
 ) -> Outcome:
     logs.configure("error", "console")
     with (
@@ -270,12 +334,12 @@ async def run_demo(
         await embedded.create_topics(kafka.address, {TOPIC: partitions})
         ctl = Controller(_config(kafka.address, mqtt.port, http_port, strategy, broker))
         runner = await serve(ctl, "127.0.0.1", http_port)
-        fleet = Fleet(kafka.address, mqtt.port, report_lag=strategy == "lagsticky")
+        fleet = Fleet(kafka.address, mqtt.port, strategy == "lagsticky", client)
         ends = AIOKafkaConsumer(bootstrap_servers=kafka.address)
         hot: asyncio.Queue[list[int]] = asyncio.Queue()
         events = [
             f"brokers: kafka {kafka.address} ({apache_kafka.NAMES[broker]}), "
-            f"mqtt {mqtt.address} (amqtt)",
+            f"mqtt {mqtt.address} (amqtt); members on {client}",
             f"metrics: http://127.0.0.1:{bound_port(runner)}/metrics",
         ]
         load: asyncio.Task[None] | None = None

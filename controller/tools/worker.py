@@ -35,6 +35,8 @@ from controller.wire.signing import Verifier
 log = logs.get("ballast.worker")
 
 Client = Literal["aiokafka", "confluent", "kafka-python"]
+SyncClient = Literal["confluent", "kafka-python"]
+CLIENTS: tuple[Client, ...] = ("aiokafka", "confluent", "kafka-python")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,7 +155,7 @@ async def run_aiokafka(o: WorkerOptions) -> None:
 Processed = tuple[str, int, int, bytes | None]
 
 
-def run_sync(client: Literal["confluent", "kafka-python"], o: WorkerOptions) -> None:
+def run_sync(client: SyncClient, o: WorkerOptions) -> None:
     """The same loop, synchronous, on confluent-kafka or kafka-python."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -181,27 +183,38 @@ def run_sync(client: Literal["confluent", "kafka-python"], o: WorkerOptions) -> 
 
 
 def _sync_member(
-    client: Literal["confluent", "kafka-python"], o: WorkerOptions, work: WorkLog
+    client: SyncClient, o: WorkerOptions, work: WorkLog
 ) -> tuple[SyncBinding[Any], Callable[[], list[Processed]], type[Exception]]:
-    """The binding's member, one poll of it, and what its failed commit raises; each
-    library imported only when asked for (an optional extra)."""
-    settings: dict[str, Any] = {
-        "bootstrap_servers": o.bootstrap,
-        "presence": o.presence_options(),
-        "assignments_topic": o.assignments_topic,
-        "auto_offset_reset": "earliest",
-        "rack": o.rack,
-        "capacity": o.capacity,
-        "verify_key": o.verify_key,
-        "on_partitions_assigned": lambda tps: work.note("granted", tps),
-        "on_partitions_revoked": lambda tps: work.note("revoked", tps),
-    }
+    return sync_member(
+        client,
+        o.group,
+        o.member,
+        o.topics,
+        bootstrap_servers=o.bootstrap,
+        presence=o.presence_options(),
+        assignments_topic=o.assignments_topic,
+        auto_offset_reset="earliest",
+        report_lag=True,
+        rack=o.rack,
+        capacity=o.capacity,
+        verify_key=o.verify_key,
+        on_partitions_assigned=lambda tps: work.note("granted", tps),
+        on_partitions_revoked=lambda tps: work.note("revoked", tps),
+    )
+
+
+def sync_member(
+    client: SyncClient, group: str, member: str, topics: list[str], **settings: Any
+) -> tuple[SyncBinding[Any], Callable[[], list[Processed]], type[Exception]]:
+    """A synchronous binding's member (``settings`` as its constructor takes them), one
+    poll of it, and what its failed commit raises; each library imported only when asked
+    for (an optional extra). The worker and the demo run members through this."""
     if client == "confluent":
         from confluent_kafka import KafkaException  # noqa: PLC0415
 
         from controller.client.confluent import BallastConsumer  # noqa: PLC0415
 
-        confluent = BallastConsumer(o.group, o.member, o.topics, **settings)
+        confluent = BallastConsumer(group, member, topics, **settings)
 
         def consume() -> list[Processed]:
             out = []
@@ -216,7 +229,7 @@ def _sync_member(
 
     from controller.client.kafka_python import BallastKafkaConsumer  # noqa: PLC0415
 
-    kafka_python = BallastKafkaConsumer(o.group, o.member, o.topics, **settings)
+    kafka_python = BallastKafkaConsumer(group, member, topics, **settings)
 
     def poll() -> list[Processed]:
         batch = kafka_python.poll(timeout_ms=200, max_records=500)

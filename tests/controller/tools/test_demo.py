@@ -97,3 +97,21 @@ def test_ctrl_c_stops_everything() -> None:
     assert "Traceback" not in out + err
     time.sleep(1)
     assert _gone(brokers), f"brokers left behind: {brokers}"
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_demo_runs_on_the_synchronous_bindings(client: str) -> None:
+    """``--client``: the same scenario with every member on another binding, and the
+    controller still moves partitions for lag (the members report it)."""
+    result = subprocess.run(
+        [str(BIN), "demo", "--members", "3", "--partitions", "6", "--pace", "2",
+         "--client", client],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Traceback" not in result.stdout + result.stderr
+    assert f"members on {client}" in result.stdout
+    for step in ("member-0 leaves cleanly", "member-new joins", "member-1 crashes", "hot spot"):
+        assert step in result.stdout
+    last = result.stdout.rsplit("ballast demo (lagsticky)", 1)[1]
+    assert "count spread 0" in last
