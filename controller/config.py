@@ -342,6 +342,34 @@ class HaSettings(_Section):
         return self
 
 
+class AutoscaleSettings(_Section):
+    """A member count recommended for the group (``ballast_desired_members``, ``describe``,
+    the admin API): enough to keep up with ``headroom`` to spare and to drain the backlog
+    within ``drain_time`` (docs/operations.md, "Autoscaling"). Needs offsets polled
+    (``lag.source: poll``, or ``lag.samples_topic`` set)."""
+
+    #: Never recommend fewer members than this.
+    min_members: Annotated[int, Field(ge=1, le=100_000)] = 1
+    #: Never recommend more (nor more than the group has partitions).
+    max_members: Annotated[int, Field(ge=1, le=100_000)] = 100
+    #: Spare processing capacity to keep: 0.2 recommends 20 % more than the input needs.
+    headroom: Annotated[float, Field(ge=0, le=10)] = 0.2
+    #: The backlog should be drained within this time.
+    drain_time: PositiveDuration = 600.0
+    #: Input and processing rates are measured over this window.
+    rate_window: PositiveDuration = 60.0
+    #: A lower count is recommended only once every recommendation of this long was lower.
+    scale_down_delay: Duration = 300.0
+
+    @model_validator(mode="after")
+    def _ordered(self) -> AutoscaleSettings:
+        if self.min_members > self.max_members:
+            raise ValueError(
+                f"min_members ({self.min_members}) is above max_members ({self.max_members})"
+            )
+        return self
+
+
 class GroupSettings(_Section):
     #: The consumer group's name: members announce themselves under it.
     name: Name
@@ -350,6 +378,8 @@ class GroupSettings(_Section):
     #: Pins, caps and rack overrides (docs/operations.md, "Constraints"); the admin API
     #: lays its own over these, entry by entry.
     constraints: ConstraintSet = ConstraintSet()
+    #: Recommend a member count for autoscaling (off when unset).
+    autoscale: AutoscaleSettings | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> GroupSettings:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 from assignors import TopicPartition
+from controller.core.autoscale import Sizing
 from controller.core.group import GroupState
 from controller.core.rebalance import Rebalance
 from controller.wire.offsets import PartitionOffsets
@@ -32,6 +33,8 @@ class LedGroup(Protocol):
     def recent(self) -> Sequence[tuple[float, int, Rebalance]]: ...
     @property
     def offsets(self) -> Mapping[TopicPartition, PartitionOffsets]: ...
+    @property
+    def sizing(self) -> Sizing | None: ...
 
 
 class GroupReading(NamedTuple):
@@ -53,6 +56,8 @@ class GroupReading(NamedTuple):
     violations: int
     #: (member, lag, partitions) for the capped per-member series; empty when off.
     per_member: list[tuple[str, int, int]]
+    #: The recommended member count (None: ``autoscale`` off, or nothing polled yet).
+    desired_members: int | None = None
 
 
 def group_summary(g: LedGroup) -> dict[str, object]:
@@ -231,6 +236,7 @@ def group_view(g: LedGroup, partitions: bool = False, reset: str = "latest") -> 
             }
             for tp, r in sorted(g.state.reconciler.releasing.items())
         ],
+        "autoscale": None if g.sizing is None else g.sizing._asdict(),
         "quality": {
             "count_spread": max(counts) - min(counts) if counts else 0,
             "total_lag": sum(member_lag.values()),
@@ -276,4 +282,5 @@ def reading(g: LedGroup, per_member_cap: int | None) -> GroupReading:
         cross_rack=engine.cross_rack(),
         violations=len(state.violations()),
         per_member=per_member,
+        desired_members=None if g.sizing is None else g.sizing.desired,
     )

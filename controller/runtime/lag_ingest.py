@@ -14,8 +14,9 @@ from assignors import TopicPartition
 from controller import logs
 from controller.adapters.connection import client_options
 from controller.config import Config
+from controller.core.autoscale import AutoscaleRule, Recommender
 from controller.runtime.metrics import Metrics
-from controller.runtime.replica_state import ReplicaState
+from controller.runtime.replica_state import ManagedGroup, ReplicaState
 from controller.runtime.samples import SamplePublisher
 from controller.wire.offsets import PartitionOffsets
 from controller.wire.records import DecodeError, LagRecord, decode, split_key
@@ -39,6 +40,14 @@ class LagIngest:
         self._age = metrics.lag_record_age
         self._poll_seconds = metrics.lag_poll
         self._invalid_offsets = metrics.invalid.labels("offsets")
+        self._rules = {
+            g.name: AutoscaleRule(
+                a.min_members, a.max_members, a.headroom, a.drain_time, a.rate_window,
+                a.scale_down_delay,
+            )
+            for g in cfg.groups
+            if (a := g.autoscale) is not None
+        }  # fmt: skip
 
     async def poll(self) -> None:
         """Offsets of every subscribed partition: lag for the groups (``source: poll``)
@@ -63,10 +72,26 @@ class LagIngest:
                     lags = await asyncio.to_thread(_lags, offsets, reset)
                     g.state.on_lag(lags, time.monotonic())
                     g.wake.set()
+                if offsets and g.name in self._rules:
+                    await self._size(g, offsets, reset)
                 if self._samples is not None and offsets:  # failing, it costs no lag
                     await self._publish_samples(self._samples, g.name, offsets)
                 self._poll_seconds.labels(g.name).observe(time.perf_counter() - began)
             await asyncio.sleep(self.cfg.lag.poll_interval)
+
+    async def _size(
+        self, g: ManagedGroup, offsets: Mapping[TopicPartition, PartitionOffsets], reset: str
+    ) -> None:
+        """The group's recommended member count, from this poll (in a worker thread: it
+        reads every partition's offsets, as the lags do)."""
+        if g.recommender is None:
+            g.recommender = Recommender(self._rules[g.name])
+        engine = g.state.engine
+        capacities = {m: engine.capacity_of(m) or 1.0 for m in engine.members}
+        owners = dict(g.state.reconciler.owner)  # the loop changes it while the thread reads
+        g.sizing = await asyncio.to_thread(
+            g.recommender.observe, time.monotonic(), offsets, owners, capacities, reset
+        )
 
     async def _publish_samples(
         self,

@@ -81,6 +81,12 @@ class GroupGauges(Collector):
             'ballast_group_partitions{state="unassigned"}).',
             labels=["group"],
         )
+        desired = GaugeMetricFamily(
+            "ballast_desired_members",
+            "Members the group needs to keep up with headroom and drain its backlog in "
+            "time (groups[].autoscale; absent when off): what an autoscaler scales on.",
+            labels=["group"],
+        )
         member_lag = GaugeMetricFamily(
             "ballast_member_lag_messages",
             "Lag held by a member (opt-in, capped per group).",
@@ -102,11 +108,13 @@ class GroupGauges(Collector):
             skew.add_metric([r.group], r.lag_skew)
             cross_rack.add_metric([r.group], r.cross_rack)
             violations.add_metric([r.group], r.violations)
+            if r.desired_members is not None:
+                desired.add_metric([r.group], r.desired_members)
             for member, lag, count in r.per_member:
                 member_lag.add_metric([r.group, member], lag)
                 member_partitions.add_metric([r.group, member], count)
         yield from (members, partitions, imbalance, lag_total, lag_max, skew, cross_rack)
-        yield violations
+        yield from (violations, desired)
         yield from (member_lag, member_partitions)
 
     def describe(self) -> Iterator[Metric]:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from assignors import TopicPartition
+from controller.core.autoscale import Recommender, Sizing
 from controller.core.group import GroupState
 from controller.core.rebalance import Rebalance
 from controller.runtime.offsets_reader import OffsetReader
@@ -38,6 +39,9 @@ class ManagedGroup:
     #: The last lag poll's offsets of every partition (the poll's own dict, kept as it
     #: is), for ``describe --partitions``: committed, log end, raw lag.
     offsets: Mapping[TopicPartition, PartitionOffsets] = field(default_factory=dict)
+    #: The member count recommended for it (``groups[].autoscale``), and its recommender.
+    sizing: Sizing | None = None
+    recommender: Recommender | None = None
 
 
 @dataclass

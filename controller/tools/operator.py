@@ -260,8 +260,12 @@ def render_describe(view: Mapping[str, Any], partitions: bool = False, wide: boo
         f"lag {q['total_lag']}  max member lag {q['max_member_lag']}  "
         f"skew {q['lag_skew']:.2f}  count spread {q['count_spread']}  "
         f"cross-rack {q.get('cross_rack', 0)}",
-        "",
     ]
+    sizing = view.get("autoscale")
+    if sizing:
+        lines.append(f"desired members {sizing['desired']} (now {sizing['current']}): "
+                     f"{sizing['reason']}")  # fmt: skip
+    lines.append("")
     rows = [
         (
             member,

@@ -221,3 +221,28 @@ def test_an_override_with_one_underscore_is_named_not_ignored() -> None:
         "BALLAST_KAFKA__BOOTSTRAP_SERVERS (kafka.bootstrap_servers)"
     ]
     assert load_config(EXAMPLE, environ=environ).kafka.bootstrap_servers == "b:9092"
+
+
+@pytest.mark.parametrize(
+    ("group", "mentions"),
+    [
+        ("{name: g, autoscale: {min_members: 5, max_members: 2}}", "min_members .5. is above"),
+        ("{name: g, autoscale: {headroom: -1}}", "headroom"),
+        ("{name: g, autoscale: {drain_time: 0s}}", "drain_time"),
+        ("{name: g, autoscale: {min_members: 0}}", "min_members"),
+    ],
+)
+def test_autoscale_settings_are_validated(tmp_path: Path, group: str, mentions: str) -> None:
+    path = tmp_path / "b.yaml"
+    path.write_text(f"groups: [{group}]\n")
+    with pytest.raises(InputError, match=mentions):
+        load_config(path, environ={})
+
+
+def test_autoscale_is_off_unless_configured(tmp_path: Path) -> None:
+    path = tmp_path / "b.yaml"
+    path.write_text("groups: [{name: g}, {name: h, autoscale: {max_members: 8}}]\n")
+    cfg = load_config(path, environ={})
+    assert cfg.groups[0].autoscale is None
+    assert cfg.groups[1].autoscale is not None
+    assert (cfg.groups[1].autoscale.max_members, cfg.groups[1].autoscale.drain_time) == (8, 600.0)

@@ -1,0 +1,187 @@
+"""How many members a group needs: from the offsets each lag poll reads, the input rate
+(log-end deltas), what a member processes per unit of capacity when it has work waiting
+(committed deltas of the partitions it holds), and the backlog; enough members to keep up
+with ``headroom`` to spare and to drain the backlog within ``drain_time``.
+
+A member's capacity is measured only while it is *busy* (more than a second of its work
+waiting at both ends of a poll interval): a member that keeps up processes what arrives,
+which says nothing of how much more it could. Until some member has been busy, the
+recommendation is the current count, and says why. Scaling up follows the measurement
+at once; scaling down only once every recommendation of the last ``scale_down_delay``
+was lower (HPA's downscale stabilization), so the count does not flap with the input.
+
+State stays bounded: the previous poll (one entry a partition) and four numbers per poll
+interval in the rate window.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from assignors import TopicPartition
+from controller.wire.offsets import PartitionOffsets
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscaleRule:
+    min_members: int
+    max_members: int
+    headroom: float
+    drain_time: float
+    rate_window: float
+    scale_down_delay: float
+
+
+class Sizing(NamedTuple):
+    """A recommendation and what it was made of."""
+
+    desired: int
+    current: int
+    #: Records/s arriving on the group's partitions (None: not measured yet).
+    input_rate: float | None
+    #: Records/s one member of capacity 1 processes when busy (None: not measured yet).
+    member_rate: float | None
+    backlog: int
+    reason: str
+
+
+class _Interval(NamedTuple):
+    seconds: float
+    arrived: int
+    #: Records processed by members busy throughout the interval, and their capacity.
+    busy_processed: int
+    busy_capacity: float
+
+
+@dataclass
+class Recommender:
+    rule: AutoscaleRule
+    _last: tuple[float, dict[TopicPartition, PartitionOffsets]] | None = None
+    _window: deque[tuple[float, _Interval]] = field(default_factory=deque)
+    #: (time, recommendation before the scale-down delay), for the delay.
+    _raw: deque[tuple[float, int]] = field(default_factory=deque)
+    #: The last measured per-capacity rate, kept while no member is busy.
+    _member_rate: float | None = None
+
+    def observe(
+        self,
+        now: float,
+        offsets: Mapping[TopicPartition, PartitionOffsets],
+        owners: Mapping[TopicPartition, str],
+        capacities: Mapping[str, float],
+        reset: str,
+    ) -> Sizing:
+        """One lag poll's offsets, who held each partition and each member's capacity
+        (the members now; missing means 1)."""
+        backlog = sum(o.lag(reset) for o in offsets.values())
+        current = len(capacities)
+        if self._last is not None and now > self._last[0]:
+            step = _interval(now, self._last, offsets, owners=owners, capacities=capacities,
+                             reset=reset)  # fmt: skip
+            self._window.append((now, step))
+        self._last = (now, dict(offsets))
+        while self._window and self._window[0][0] < now - self.rule.rate_window:
+            self._window.popleft()
+        if not self._window:
+            return self._settle(
+                now, Sizing(current, current, None, None, backlog, "measuring: one lag poll so far")
+            )
+        seconds = sum(i.seconds for _, i in self._window)
+        input_rate = sum(i.arrived for _, i in self._window) / seconds
+        busy = sum(i.busy_capacity * i.seconds for _, i in self._window)
+        if busy > 0:
+            self._member_rate = sum(i.busy_processed for _, i in self._window) / busy
+        rate = self._member_rate
+        if rate is None or rate <= 0:
+            why = "members keep up; what one can process is not measured until one has a backlog"
+            return self._settle(now, Sizing(current, current, input_rate, None, backlog, why))
+        mean_capacity = sum(capacities.values()) / current if current else 1.0
+        need = (input_rate * (1 + self.rule.headroom) + backlog / self.rule.drain_time) / (
+            rate * mean_capacity
+        )
+        raw = math.ceil(round(need, 6))
+        reason = (
+            f"input {input_rate:,.0f} rec/s, {rate:,.0f} rec/s per member, "
+            f"backlog {_count(backlog)} to drain in {_duration(self.rule.drain_time)}"
+        )
+        return self._settle(now, Sizing(raw, current, input_rate, rate, backlog, reason))
+
+    def _settle(self, now: float, found: Sizing) -> Sizing:
+        """Bounds, then the scale-down delay: the highest recommendation of the delay.
+        ``found.desired`` is the measurement's own count."""
+        r, raw = self.rule, found.desired
+        partitions = len(self._last[1]) if self._last else 0
+        ceiling = max(r.min_members, min(r.max_members, partitions or r.max_members))
+        bounded = min(max(raw, r.min_members), ceiling)
+        self._raw.append((now, bounded))
+        while self._raw and self._raw[0][0] < now - r.scale_down_delay:
+            self._raw.popleft()
+        desired = max(v for _, v in self._raw)
+        notes = []
+        if bounded != raw:
+            notes.append(f"bounded to {bounded} by min {r.min_members}, max {ceiling}")
+        if desired > bounded:
+            notes.append(f"held at {desired} by the scale-down delay")
+        text = f"{found.reason} -> {desired}" + "".join(f" ({n})" for n in notes)
+        return found._replace(desired=desired, reason=text)
+
+
+def _interval(
+    now: float,
+    last: tuple[float, dict[TopicPartition, PartitionOffsets]],
+    offsets: Mapping[TopicPartition, PartitionOffsets],
+    *,
+    owners: Mapping[TopicPartition, str],
+    capacities: Mapping[str, float],
+    reset: str,
+) -> _Interval:
+    then, before = last
+    arrived = 0
+    processed: dict[str, int] = {}
+    lag_before: dict[str, int] = {}
+    lag_after: dict[str, int] = {}
+    for tp, o in offsets.items():
+        b = before.get(tp)
+        if b is None:
+            continue
+        arrived += max(0, o.log_end - b.log_end)
+        owner = owners.get(tp)
+        if owner is None:
+            continue
+        done = (o.committed or 0) - (b.committed or 0) if b.committed is not None else 0
+        processed[owner] = processed.get(owner, 0) + max(0, done)
+        lag_before[owner] = lag_before.get(owner, 0) + b.lag(reset)
+        lag_after[owner] = lag_after.get(owner, 0) + o.lag(reset)
+    seconds = now - then
+    # Busy: more than a second of its own work waiting at both ends of the interval. A
+    # member that keeps up has only what arrived since its last commit.
+    busy = [
+        m
+        for m, done in processed.items()
+        if min(lag_before.get(m, 0), lag_after.get(m, 0)) > max(1.0, done / seconds)
+    ]
+    return _Interval(
+        seconds,
+        arrived,
+        sum(processed[m] for m in busy),
+        sum(capacities.get(m, 1.0) for m in busy),
+    )
+
+
+def _count(n: int) -> str:
+    for size, unit in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return str(n)
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"

@@ -1,0 +1,149 @@
+"""The member-count recommendation, driven with a mock clock and made-up polls: rates,
+the busy rule, capacity, bounds, the scale-down delay, bounded state."""
+
+from __future__ import annotations
+
+from assignors import TopicPartition as TP
+from controller.core.autoscale import AutoscaleRule, Recommender
+from controller.wire.offsets import PartitionOffsets
+
+RULE = AutoscaleRule(
+    min_members=1, max_members=100, headroom=0.2, drain_time=60.0, rate_window=30.0,
+    scale_down_delay=120.0,
+)  # fmt: skip
+
+
+class Fleet:
+    """Partitions ``p0..`` held round-robin by members; each member processes up to
+    ``speed`` records/s per unit of capacity; ``rate`` records/s arrive evenly."""
+
+    def __init__(self, partitions: int, members: dict[str, float], speed: float) -> None:
+        self.tps = [TP("t", p) for p in range(partitions)]
+        self.members = members
+        self.owners = {tp: sorted(members)[i % len(members)] for i, tp in enumerate(self.tps)}
+        self.speed = speed
+        self.end = dict.fromkeys(self.tps, 0.0)
+        self.done = dict.fromkeys(self.tps, 0.0)
+
+    def run(self, seconds: float, rate: float) -> None:
+        for tp in self.tps:
+            self.end[tp] += rate * seconds / len(self.tps)
+        for member, capacity in self.members.items():
+            mine = [tp for tp in self.tps if self.owners[tp] == member]
+            budget = self.speed * capacity * seconds
+            for tp in mine:  # work through its partitions' backlog, evenly
+                take = min(self.end[tp] - self.done[tp], budget / len(mine))
+                self.done[tp] += take
+
+    def offsets(self) -> dict[TP, PartitionOffsets]:
+        return {
+            tp: PartitionOffsets(round(self.done[tp]), round(self.end[tp]), 0) for tp in self.tps
+        }
+
+
+def _observe(r: Recommender, f: Fleet, now: float):  # type: ignore[no-untyped-def]
+    return r.observe(now, f.offsets(), f.owners, f.members, "earliest")
+
+
+def test_the_first_poll_measures_nothing_yet() -> None:
+    r = Recommender(RULE)
+    f = Fleet(12, {"a": 1, "b": 1}, 100)
+    s = _observe(r, f, 0.0)
+    assert (s.desired, s.input_rate, s.member_rate) == (2, None, None)
+    assert "measuring" in s.reason
+
+
+def test_members_that_keep_up_say_their_capacity_is_not_measured() -> None:
+    r = Recommender(RULE)
+    f = Fleet(12, {"a": 1, "b": 1}, 100)
+    for t in range(0, 30, 5):
+        f.run(5, 60)  # 60/s arrive, 200/s could be processed
+        s = _observe(r, f, float(t))
+    assert s.desired == 2
+    assert s.member_rate is None
+    assert s.input_rate == 60
+    assert "not measured" in s.reason
+
+
+def test_busy_members_give_their_rate_and_the_count_that_keeps_up_and_drains() -> None:
+    r = Recommender(RULE)
+    f = Fleet(12, {"a": 1, "b": 1}, 100)
+    f.run(60, 400)  # a backlog builds: 400/s in, 200/s out
+    s = _observe(r, f, 0.0)
+    for t in range(5, 35, 5):
+        f.run(5, 400)
+        s = _observe(r, f, float(t))
+    assert s.member_rate == 100
+    assert s.input_rate == 400
+    # (400 * 1.2 + backlog / 60) / 100
+    assert s.desired == -(-(480 + s.backlog / 60) // 100)
+    assert s.reason.startswith("input 400 rec/s, 100 rec/s per member, backlog ")
+    assert s.reason.endswith(f"to drain in 1 min -> {s.desired}")
+
+
+def test_capacity_weighs_the_rate_per_member() -> None:
+    r = Recommender(RULE)
+    f = Fleet(12, {"a": 2, "b": 2}, 100)  # each processes 200/s
+    f.run(60, 1000)
+    _observe(r, f, 0.0)
+    for t in range(5, 35, 5):
+        f.run(5, 1000)
+        s = _observe(r, f, float(t))
+    assert s.member_rate == 100  # per unit of capacity
+    assert s.desired == -(-(1200 + s.backlog / 60) // 200)  # members of capacity 2
+
+
+def test_bounds_are_max_members_and_the_partition_count() -> None:
+    f = Fleet(6, {"a": 1, "b": 1}, 10)
+    r = Recommender(RULE)
+    f.run(60, 1000)
+    _observe(r, f, 0.0)
+    f.run(5, 1000)
+    s = _observe(r, f, 5.0)
+    assert s.desired == 6
+    assert "bounded to 6 by min 1, max 6" in s.reason
+    capped = Recommender(AutoscaleRule(2, 4, 0.2, 60.0, 30.0, 120.0))
+    g = Fleet(6, {"a": 1}, 10)
+    g.run(60, 1000)
+    _observe(capped, g, 0.0)
+    g.run(5, 1000)
+    assert _observe(capped, g, 5.0).desired == 4
+
+
+def test_scale_down_waits_for_the_delay_and_scale_up_does_not() -> None:
+    r = Recommender(RULE)
+    f = Fleet(24, {"a": 1, "b": 1}, 100)
+    f.run(60, 400)
+    _observe(r, f, 0.0)
+    t = 0.0
+    for _ in range(6):
+        t += 5
+        f.run(5, 400)
+        high = _observe(r, f, t)
+    assert high.desired > 2
+    f.members = {f"m{i}": 1 for i in range(high.desired)}
+    f.owners = {tp: sorted(f.members)[i % high.desired] for i, tp in enumerate(f.tps)}
+    lower = high
+    while t < 100:  # the backlog drains, the input drops: lower counts, held by the delay
+        t += 5
+        f.run(5, 50)
+        lower = _observe(r, f, t)
+        assert lower.desired == high.desired
+    assert "held at" in lower.reason
+    while t < 300:
+        t += 5
+        f.run(5, 50)
+        lower = _observe(r, f, t)
+    assert lower.desired < high.desired
+    f.run(60, 2000)  # a surge: up at once
+    assert _observe(r, f, t + 60).desired > lower.desired
+
+
+def test_state_stays_bounded_whatever_the_polls() -> None:
+    r = Recommender(RULE)
+    f = Fleet(12, {"a": 1, "b": 1}, 100)
+    for t in range(2000):
+        f.run(1, 300)
+        _observe(r, f, float(t))
+    assert len(r._window) <= RULE.rate_window + 1
+    assert len(r._raw) <= RULE.scale_down_delay + 1
