@@ -3,8 +3,8 @@ the busy rule, capacity, bounds, the scale-down delay, bounded state."""
 
 from __future__ import annotations
 
-from assignors import TopicPartition as TP
-from controller.core.autoscale import AutoscaleRule, Recommender
+from assignors import TopicPartition
+from controller.core.autoscale import AutoscaleRule, Recommender, Sizing
 from controller.wire.offsets import PartitionOffsets
 
 RULE = AutoscaleRule(
@@ -18,7 +18,7 @@ class Fleet:
     ``speed`` records/s per unit of capacity; ``rate`` records/s arrive evenly."""
 
     def __init__(self, partitions: int, members: dict[str, float], speed: float) -> None:
-        self.tps = [TP("t", p) for p in range(partitions)]
+        self.tps = [TopicPartition("t", p) for p in range(partitions)]
         self.members = members
         self.owners = {tp: sorted(members)[i % len(members)] for i, tp in enumerate(self.tps)}
         self.speed = speed
@@ -35,13 +35,13 @@ class Fleet:
                 take = min(self.end[tp] - self.done[tp], budget / len(mine))
                 self.done[tp] += take
 
-    def offsets(self) -> dict[TP, PartitionOffsets]:
+    def offsets(self) -> dict[TopicPartition, PartitionOffsets]:
         return {
             tp: PartitionOffsets(round(self.done[tp]), round(self.end[tp]), 0) for tp in self.tps
         }
 
 
-def _observe(r: Recommender, f: Fleet, now: float):  # type: ignore[no-untyped-def]
+def _observe(r: Recommender, f: Fleet, now: float) -> Sizing:
     return r.observe(now, f.offsets(), f.owners, f.members, "earliest")
 
 

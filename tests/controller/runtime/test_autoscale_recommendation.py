@@ -85,9 +85,11 @@ async def test_slow_members_get_a_recommendation_to_scale_out(
         assert sizing["current"] == 2
         assert str(sizing["reason"]).startswith("input "), sizing
         gauge = ctl.metrics.registry.get_sample_value("ballast_desired_members", {"group": group})
-        assert gauge is not None and gauge >= 5
+        assert gauge is not None
+        assert gauge >= 5
         text = render_describe(ctl.group_view(group))
-        assert "desired members " in text and "(now 2): input " in text
+        assert "desired members " in text
+        assert "(now 2): input " in text
     finally:
         for t in tasks:
             t.cancel()
