@@ -154,6 +154,13 @@ class GroupState:
         """Every topic some member subscribes to."""
         return {t for topics in self.engine.members.values() for t in topics}
 
+    def holders(self) -> tuple[dict[TopicPartition, str], dict[str, float]]:
+        """Who holds each partition now (a copy, for a worker thread) and each member's
+        capacity: what the autoscale recommender attributes processing to."""
+        engine = self.engine
+        capacities = {m: engine.capacity_of(m) or 1.0 for m in engine.members}
+        return dict(self.reconciler.owner), capacities
+
     def topics_of(self, member: str) -> frozenset[str] | None:
         """A member's subscription (None: not in the group)."""
         return self.engine.topics_of(member)

@@ -86,9 +86,7 @@ class LagIngest:
         reads every partition's offsets, as the lags do)."""
         if g.recommender is None:
             g.recommender = Recommender(self._rules[g.name])
-        engine = g.state.engine
-        capacities = {m: engine.capacity_of(m) or 1.0 for m in engine.members}
-        owners = dict(g.state.reconciler.owner)  # the loop changes it while the thread reads
+        owners, capacities = g.state.holders()
         g.sizing = await asyncio.to_thread(
             g.recommender.observe, time.monotonic(), offsets, owners, capacities, reset
         )
