@@ -13,7 +13,7 @@ COPY pyproject.toml README.md ./
 COPY assignors ./assignors
 COPY controller ./controller
 COPY pipeline ./pipeline
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[keda]"
 
 # Final stage: only the runtime wheels, no compilers, a non-root user.
 FROM python:3.11-slim
@@ -23,10 +23,10 @@ RUN groupadd --system --gid 10001 ballast \
 COPY --from=build /wheels /wheels
 # Offline, from the wheels built above (whose versions the build stage resolved).
 # hadolint ignore=DL3013
-RUN pip install --no-cache-dir --no-index --find-links=/wheels ballast \
+RUN pip install --no-cache-dir --no-index --find-links=/wheels "ballast[keda]" \
  && rm -rf /wheels
 COPY config/ballast.yaml /etc/ballast/ballast.yaml
 USER 10001:10001
-EXPOSE 8080
+EXPOSE 8080 6000
 ENTRYPOINT ["ballast"]
 CMD ["run", "--config", "/etc/ballast/ballast.yaml"]

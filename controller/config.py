@@ -427,6 +427,18 @@ class HttpSettings(_Section):
         return self
 
 
+class KedaSettings(_Section):
+    """KEDA's external scaler over gRPC: ScaledObjects scale on the groups' recommended
+    member counts (``groups[].autoscale``; docs/operations.md, "Autoscaling")."""
+
+    #: Serve it (needs the ``keda`` extra: ``pip install 'ballast[keda]'``).
+    enabled: bool = False
+    #: Address it listens on (the chart sets 0.0.0.0).
+    host: str = "127.0.0.1"
+    #: Its port (0: any free port).
+    port: Annotated[int, Field(ge=0, le=65_535)] = 6000
+
+
 class SigningSettings(_Section):
     #: The controller's Ed25519 private key (PEM; ``ballast keys generate``). Set: every
     #: assignment, fence and constraints record is signed with it, and a takeover counts
@@ -484,6 +496,7 @@ class Config(_Section):
     pipeline: PipelineSettings = PipelineSettings()
     ha: HaSettings = HaSettings()
     signing: SigningSettings = SigningSettings()
+    keda: KedaSettings = KedaSettings()
 
     @model_validator(mode="after")
     def _transactions_need_shards(self) -> Config:

@@ -12,6 +12,7 @@ from controller.errors import INTERRUPTED, BallastError, InputError
 from controller.runtime import collector_policy
 from controller.runtime.daemon import Controller
 from controller.runtime.http import bound_port, serve
+from controller.runtime.keda_scaler import KedaScaler
 from controller.tasks import cancel_and_wait
 
 
@@ -39,6 +40,15 @@ async def run_daemon(cfg: Config, record: Path | None = None) -> int:
         log.error("startup_failed", error=f"http.port: cannot listen on {where}: {exc.strerror}")
         return InputError.exit_code
     log.info("http_listening", host=cfg.http.host, port=bound_port(runner))
+    scaler = KedaScaler(cfg, controller.state, controller.metrics) if cfg.keda.enabled else None
+    try:
+        if scaler is not None:
+            await scaler.start()
+    except (OSError, InputError) as exc:
+        await controller.stop()
+        await runner.cleanup()
+        log.error("startup_failed", error=str(exc))
+        return InputError.exit_code
     try:
         starting = asyncio.create_task(controller.start())
         stopping = asyncio.create_task(stop.wait())
@@ -56,6 +66,8 @@ async def run_daemon(cfg: Config, record: Path | None = None) -> int:
         log.error("startup_failed", error=str(exc))
         return exc.exit_code
     finally:
+        if scaler is not None:
+            await scaler.stop()
         await controller.stop()
         await runner.cleanup()
     if controller.failed.is_set():

@@ -4,6 +4,7 @@ schemas, and reject bad values. helm comes from scripts/install-tools."""
 from __future__ import annotations
 
 import itertools
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,7 +21,10 @@ CHART = ROOT / "helm" / "ballast"
 VALUES = Path(__file__).parent / "values"
 HELM = ROOT / ".tools" / "bin" / "helm"
 K8S_VERSION = "1.31"
-GOOD = [None, "servicemonitor.yaml", "full.yaml", "ha.yaml", "lag-job.yaml", "runbooks.yaml"]
+GOOD = [
+    None, "servicemonitor.yaml", "full.yaml", "ha.yaml", "lag-job.yaml", "runbooks.yaml",
+    "keda.yaml", "keda-ha.yaml",
+]  # fmt: skip
 BAD = {
     "bad-replicas.yaml": "replicaCount",
     "bad-group.yaml": "groups",
@@ -28,7 +32,12 @@ BAD = {
     "bad-secret-env.yaml": "secretEnv",
     "bad-lag-job.yaml": "checkpoint",
     "bad-runbook-url.yaml": "runbookBaseUrl",
+    "bad-keda-ha.yaml": "replicaCount",
+    "bad-keda-prometheus.yaml": "prometheusAddress",
 }
+#: KEDA's CRD schemas, as the npm package @kubernetes-models/keda generates them from
+#: KEDA's release manifests (scripts/install-tools).
+KEDA_MODELS = ROOT / ".tools" / "keda-models"
 
 
 def helm(*args: str) -> subprocess.CompletedProcess[str]:
@@ -64,6 +73,8 @@ def test_rendered_manifests_are_valid_kubernetes(name: str | None) -> None:
         if doc["apiVersion"].startswith("monitoring.coreos.com/"):
             assert doc["spec"], doc  # CRDs: no upstream schema bundled; structure checked below
             continue
+        if doc["apiVersion"].startswith("keda.sh/"):
+            continue  # KEDA's own schema: test_scaled_objects_are_valid_for_keda
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
         labels = doc["metadata"]["labels"]
         for key in (
@@ -226,3 +237,62 @@ def test_lag_job_submits_in_cluster_mode_with_the_controllers_settings() -> None
 def test_helm_binary_is_real() -> None:
     assert shutil.which(str(HELM))
     assert helm("version", "--short").stdout.startswith("v3.")
+
+
+def _keda_refusals(docs: list[dict[str, Any]], tmp_path: Path) -> list[str]:
+    """What KEDA's ScaledObject schema says of each document ("" when valid)."""
+    if not (KEDA_MODELS / "node_modules" / "@kubernetes-models" / "keda").exists():
+        pytest.fail(f"{KEDA_MODELS} is missing: run scripts/install-tools")
+    (tmp_path / "docs.json").write_text(json.dumps(docs))
+    script = (
+        "const { ScaledObject } = require('@kubernetes-models/keda/keda.sh/v1alpha1/ScaledObject');"
+        "const docs = require(process.argv[1]);"
+        "console.log(JSON.stringify(docs.map(d => {"
+        "  try { new ScaledObject(d).validate(); return ''; } catch (e) { return e.message; }"
+        "})));"
+    )
+    done = subprocess.run(
+        ["node", "-e", script, str(tmp_path / "docs.json")],
+        cwd=KEDA_MODELS, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    refusals: list[str] = json.loads(done.stdout)
+    return refusals
+
+
+def test_scaled_objects_are_valid_for_keda_and_reach_the_scaler(tmp_path: Path) -> None:
+    docs = render("keda.yaml")
+    scaled = [d for d in docs if d["kind"] == "ScaledObject"]
+    assert len(scaled) == 3
+    assert _keda_refusals(scaled, tmp_path) == ["", "", ""]
+    broken = json.loads(json.dumps(scaled[0]))
+    broken["spec"]["minReplicaCount"] = "one"
+    del broken["spec"]["triggers"][0]["type"]
+    assert "minReplicaCount must be integer" in _keda_refusals([broken], tmp_path)[0]
+    service = next(d for d in docs if d["kind"] == "Service")
+    ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
+    address = f"{service['metadata']['name']}.ballast.svc:{ports['keda']}"
+    external = [s for s in scaled if s["spec"]["triggers"][0]["type"].startswith("external")]
+    assert [s["spec"]["triggers"][0]["metadata"] for s in external] == [
+        {"scalerAddress": address, "group": "orders-fleet"},
+        {"scalerAddress": address, "group": "payments_fleet.eu"},
+    ]
+    assert [s["metadata"]["namespace"] for s in scaled] == ["orders", "ballast", "ballast"]
+    prometheus = scaled[2]["spec"]["triggers"][0]
+    assert prometheus["metadata"]["query"] == 'max(ballast_desired_members{group="orders-fleet"})'
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "keda", "containerPort": 6000, "protocol": "TCP"} in container["ports"]
+    policy = next(d for d in docs if d["kind"] == "NetworkPolicy")
+    assert any(
+        rule["ports"] == [{"port": "keda", "protocol": "TCP"}] for rule in policy["spec"]["ingress"]
+    )
+
+
+def test_with_ha_scaled_objects_read_prometheus(tmp_path: Path) -> None:
+    docs = render("keda-ha.yaml")
+    scaled = [d for d in docs if d["kind"] == "ScaledObject"]
+    assert [s["spec"]["triggers"][0]["type"] for s in scaled] == ["prometheus"]
+    assert _keda_refusals(scaled, tmp_path) == [""]
+    assert all(
+        p["name"] != "keda" for d in docs if d["kind"] == "Service" for p in d["spec"]["ports"]
+    )
