@@ -30,6 +30,8 @@ class SimMember:
     name: str
     topics: list[str]
     client: aiomqtt.Client
+    #: Its ``client.rack``, announced in presence (None: no rack).
+    rack: str | None = None
     #: This incarnation (``Presence.instance``): a restart is a new one.
     instance: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
     generation: int = -1
@@ -61,6 +63,9 @@ class Fleet:
         self.members: dict[str, SimMember] = {}
         self._view = AssignmentView()
         self.on_apply: Callable[[SimMember], None] | None = None
+        #: Told every time a member's holding changes (a record applied, a tombstone, a
+        #: predecessor's grant that empties it), after the change.
+        self.on_held: Callable[[SimMember], None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None
         self._latest: dict[str, Assignment | None] = {}
@@ -101,7 +106,7 @@ class Fleet:
         if self._consumer:
             await self._consumer.stop()
 
-    async def join(self, name: str, topics: list[str]) -> SimMember:
+    async def join(self, name: str, topics: list[str], rack: str | None = None) -> SimMember:
         client = member_client(
             self.mqtt_host,
             self.mqtt_port,
@@ -110,7 +115,7 @@ class Fleet:
             self.keepalive,
         )
         await client.__aenter__()
-        member = SimMember(name, topics, client)
+        member = SimMember(name, topics, client, rack)
         # Like the real client: see everything published so far (our own tombstone
         # included) before picking up our last record.
         await self._caught_up()
@@ -128,6 +133,7 @@ class Fleet:
             topics=member.topics,
             instance=member.instance,
             state=state,
+            rack=member.rack,
             generation=member.generation,
             partitions=sorted(member.partitions),
             sent_at=time.time(),
@@ -148,6 +154,15 @@ class Fleet:
         member = self.members.pop(name)
         member.partitions = frozenset()
         await self.announce(member, state="leaving")
+        await member.client.publish(self.presence_topic(name), b"", qos=1, retain=True)
+        await member.client.__aexit__(None, None, None)
+
+    async def stop_member(self, name: str) -> None:
+        """A process stopping for a restart (``close(leave=False)``): it reads nothing
+        more, clears its presence (its partitions wait ``leave_grace`` for it), and
+        disconnects; joining again under ``name`` is the new process."""
+        member = self.members.pop(name)
+        member.partitions = frozenset()
         await member.client.publish(self.presence_topic(name), b"", qos=1, retain=True)
         await member.client.__aexit__(None, None, None)
 
@@ -205,6 +220,7 @@ class Fleet:
                 # a tombstone (a presence still claiming the partitions would be refused
                 # by the next controller).
                 target.partitions = frozenset()
+                self._held(target)
                 self._ack_soon(target)
                 continue
             if rec.generation > target.generation and self._apply(target, rec):
@@ -244,9 +260,15 @@ class Fleet:
         (False), as ManagedConsumer does."""
         if not rec.issued_to(member.instance):
             member.partitions = frozenset()
+            self._held(member)
             return False
         member.generation = rec.generation
         member.partitions = rec.held()
+        self._held(member)
         if self.on_apply:
             self.on_apply(member)
         return True
+
+    def _held(self, member: SimMember) -> None:
+        if self.on_held:
+            self.on_held(member)

@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 import assignors_bench as bench
 import assignors_scale
 import controller_scale
+import fleet_ops
 import lag_poll
 import metadata_decode
 import pipeline_loop
@@ -168,3 +169,31 @@ async def test_the_lag_poll_benchmark_polls_every_way() -> None:
     for where in ("side_loop_aiokafka", "side_loop", "caller_loop"):
         assert out[where]["poll_cpu_s"] is not None
         assert out[where]["longest_stall_ms"] >= 0
+
+
+def test_fleet_ops_reads_moves_gaps_and_double_holdings_from_the_events() -> None:
+    """``fleet_ops.op_stats`` replays holdings in time order, whatever order the agents'
+    lines arrived in."""
+    a, b = frozenset({0, 1}), frozenset({2, 3})
+    events = [
+        (1.0, "m1", a),
+        (1.0, "m2", b),
+        # the operation, from t=10: m1 stops, m2 takes partition 1 at 10.5 and 0 at 11;
+        # m3 joins and takes 2 while m2 still holds it (a double holding), m2 lets it go
+        (11.0, "m2", frozenset({0, 1, 2, 3})),  # arrives out of order on purpose
+        (10.0, "m1", frozenset()),
+        (10.5, "m2", frozenset({1, 2, 3})),
+        (12.0, "m3", frozenset({2})),
+        (12.2, "m2", frozenset({0, 1, 3})),
+        (30.0, "m1", a),  # after the operation: not counted
+    ]
+    stats = fleet_ops.op_stats(events, 10.0, 20.0, minimum=2)
+    assert stats["moved"] == 3  # 1 and 0 to m2, 2 to m3
+    assert stats["min_moved"] == 2
+    assert stats["unavailable_partitions"] == 2
+    assert stats["unavailable_max_s"] == 1.0  # partition 0: 10.0 to 11.0
+    assert stats["unavailable_p50_s"] == 0.5  # partition 1: 10.0 to 10.5 (nearest rank)
+    assert stats["read_twice"] == 1
+    assert stats["settled_s"] == 10.0
+    never = fleet_ops.op_stats([(1.0, "m1", a), (5.0, "m1", frozenset())], 5.0, 8.0, 0)
+    assert (never["unavailable_max_s"], never["unavailable_partitions"]) == (3.0, 2)

@@ -1,0 +1,73 @@
+"""One process of ``fleet_ops``' simulated fleet: a slice of the members (real MQTT
+presence with Wills, real reading of the assignments topic), driven by JSON-line
+commands on stdin, reporting every change of what a member holds as JSON lines on
+stdout, stamped with the wall clock the driver shares.
+
+Commands: ``{"id": N, "op": "join"|"leave"|"crash"|"stop", "names": [...], "racks":
+[...]}``; each is answered ``{"id": N}`` once done. Events: ``{"t": time, "m": name,
+"held": [partition, ...]}``; a member that leaves, crashes or stops reads nothing from
+the moment the command reaches it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+from controller.tools.simfleet import Fleet, SimMember
+
+
+def _say(body: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(body, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def _held(member: SimMember) -> None:
+    _say({"t": time.time(), "m": member.name, "held": sorted(p for _, p in member.partitions)})
+
+
+async def main(a: argparse.Namespace) -> None:
+    fleet = Fleet(a.bootstrap, a.mqtt_port, a.group, keepalive=a.keepalive)
+    fleet.on_held = _held
+    await fleet.start()
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    pending: set[asyncio.Task[None]] = set()
+
+    async def run(cmd: dict[str, Any]) -> None:
+        names: list[str] = cmd["names"]
+        if cmd["op"] == "join":
+            racks: list[str | None] = cmd.get("racks") or [None] * len(names)
+            await asyncio.gather(
+                *(fleet.join(n, [a.topic], r) for n, r in zip(names, racks, strict=True))
+            )
+        else:
+            now = time.time()
+            for n in names:
+                _say({"t": now, "m": n, "held": []})
+            end = {"leave": fleet.leave, "crash": fleet.crash, "stop": fleet.stop_member}[cmd["op"]]
+            await asyncio.gather(*(end(n) for n in names if n in fleet.members))
+        _say({"id": cmd["id"]})
+
+    try:
+        while line := await reader.readline():
+            task = asyncio.create_task(run(json.loads(line)))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+    finally:
+        await fleet.stop()
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--mqtt-port", type=int, required=True)
+    p.add_argument("--group", required=True)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--keepalive", type=int, default=5)
+    asyncio.run(main(p.parse_args()))
