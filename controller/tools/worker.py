@@ -57,6 +57,21 @@ class WorkerOptions:
     assignments_topic: str = "ballast.assignments"
     heartbeat_topic: str = "ballast.heartbeats"
 
+    def member_settings(self, work: WorkLog) -> dict[str, Any]:
+        """What every binding's member is made with here (the same keywords on each)."""
+        return {
+            "bootstrap_servers": self.bootstrap,
+            "presence": self.presence_options(),
+            "assignments_topic": self.assignments_topic,
+            "auto_offset_reset": "earliest",
+            "report_lag": True,
+            "rack": self.rack,
+            "capacity": self.capacity,
+            "verify_key": self.verify_key,
+            "on_partitions_assigned": lambda tps: work.note("granted", tps),
+            "on_partitions_revoked": lambda tps: work.note("revoked", tps),
+        }
+
     def presence_options(self) -> PresenceOptions:
         return PresenceOptions(
             via=self.presence,
@@ -108,21 +123,7 @@ async def run_aiokafka(o: WorkerOptions) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     work = WorkLog(o.out)
-    consumer = ManagedConsumer(
-        o.group,
-        o.member,
-        o.topics,
-        bootstrap_servers=o.bootstrap,
-        presence=o.presence_options(),
-        assignments_topic=o.assignments_topic,
-        auto_offset_reset="earliest",
-        report_lag=True,
-        rack=o.rack,
-        capacity=o.capacity,
-        verify_key=o.verify_key,
-        on_partitions_assigned=lambda tps: work.note("granted", tps),
-        on_partitions_revoked=lambda tps: work.note("revoked", tps),
-    )
+    consumer = ManagedConsumer(o.group, o.member, o.topics, **o.member_settings(work))
     await consumer.start()
     try:
         while not stop.is_set():
@@ -185,22 +186,7 @@ def run_sync(client: SyncClient, o: WorkerOptions) -> None:
 def _sync_member(
     client: SyncClient, o: WorkerOptions, work: WorkLog
 ) -> tuple[SyncBinding[Any], Callable[[], list[Processed]], type[Exception]]:
-    return sync_member(
-        client,
-        o.group,
-        o.member,
-        o.topics,
-        bootstrap_servers=o.bootstrap,
-        presence=o.presence_options(),
-        assignments_topic=o.assignments_topic,
-        auto_offset_reset="earliest",
-        report_lag=True,
-        rack=o.rack,
-        capacity=o.capacity,
-        verify_key=o.verify_key,
-        on_partitions_assigned=lambda tps: work.note("granted", tps),
-        on_partitions_revoked=lambda tps: work.note("revoked", tps),
-    )
+    return sync_member(client, o.group, o.member, o.topics, **o.member_settings(work))
 
 
 def sync_member(
