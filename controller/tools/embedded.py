@@ -56,7 +56,7 @@ _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") el
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child: get SIGTERM when the parent dies, even by SIGKILL, so a broker never
     outlives the demo or test that started it (Linux prctl; elsewhere a no-op)."""
     if _LIBC is not None:
@@ -134,7 +134,7 @@ class BrokerProcess:
             start_new_session=True,  # Ctrl-C in a terminal goes to us, not straight to it
             # The child only calls prctl through an already-loaded libc: nothing that could
             # deadlock on a lock another thread held at fork time.
-            preexec_fn=None if outlive_parent else _die_with_parent,  # noqa: PLW1509
+            preexec_fn=None if outlive_parent else die_with_parent,  # noqa: PLW1509
         )
         log.close()
 

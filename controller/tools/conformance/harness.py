@@ -28,6 +28,7 @@ from typing import Literal
 import aiomqtt
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from controller.tools.embedded import die_with_parent
 from controller.wire.assignments import EPOCH_HEADER, GENERATION_HEADER, assignments_partition
 from controller.wire.records import (
     Assignment,
@@ -184,6 +185,7 @@ class Harness:
                 stderr=asyncio.subprocess.STDOUT,
                 env=env,
                 start_new_session=True,  # signals reach the whole command (a shell's child too)
+                preexec_fn=die_with_parent,  # and a kit killed outright takes it along
             )
 
     def signal(self, sig: int) -> None:
