@@ -15,7 +15,7 @@ For each operation, replayed in time order:
 - **read_twice**: partitions that two members held at the same moment (the simulated
   members process no records: a double holding is where records could be read twice);
 - **settled**: from the operation's first action until the controller is settled and
-  every partition is held exactly once.
+  every partition is held exactly once; and the controller replicas' CPU meanwhile.
 
     python benchmarks/fleet_ops.py --members 100 --partitions 10000 --json
     python benchmarks/fleet_ops.py --members 1000 --partitions 100000 --agents 4 --json
@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -185,6 +186,7 @@ class Controllers:
     args: argparse.Namespace
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)
 
     def start(self, replica: str) -> None:
         port = self.ports.setdefault(replica, embedded.free_port())
@@ -206,6 +208,16 @@ class Controllers:
             [str(Path(sys.executable).parent / "ballast"), "run", "--config", str(config)],
             stderr=(self.work / f"{replica}.log").open("ab"),
         )
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) the replicas used so far; a killed one counts what
+        it had used when last asked (what it used after that is not known)."""
+        ticks = os.sysconf("SC_CLK_TCK")
+        for replica, proc in self.procs.items():
+            if proc.poll() is None:
+                fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                self.cpu[replica] = (int(fields[11]) + int(fields[12])) / ticks
+        return sum(self.cpu.values())
 
     def leader(self) -> str | None:
         for replica, proc in self.procs.items():
@@ -300,15 +312,14 @@ async def _run(
             await agents.send("join", names, [rack_of(n) for n in names])
             await settled(ctl, agents, everyone[: i + 100], total)
         result["cold_start_s"] = round(time.monotonic() - began, 1)
-        leader = ctl.leader() or "r0"
-        base = await asyncio.to_thread(scrape, ctl.ports[leader])
 
         async def op(name: str, members_after: list[str], minimum: int, act: Any) -> None:
-            t0 = time.time()
+            cpu0, t0 = ctl.cpu_seconds(), time.time()
             await act()
             t1 = await settled(ctl, agents, members_after, total)
             for key, value in op_stats(agents.events, t0, t1, minimum).items():
                 result[f"{name}_{key}"] = value
+            result[f"{name}_controller_cpu_s"] = round(ctl.cpu_seconds() - cpu0, 1)
 
         if "rolling" in args.ops:
             await op("rolling", everyone, 0, lambda: rolling(agents, everyone, args.restart, batch))
@@ -318,12 +329,13 @@ async def _run(
             await op("scale_in", half, minimum, lambda: agents.send("leave", leaving))
         if "scale_out" in args.ops:
             joining = everyone[len(half) :]
-            t0 = time.time()
+            cpu0, t0 = ctl.cpu_seconds(), time.time()
             await agents.send("join", joining, [rack_of(n) for n in joining])
             t1 = await settled(ctl, agents, everyone, total)
             minimum = sum(len(agents.held.get(m, ())) for m in joining)
             for key, value in op_stats(agents.events, t0, t1, minimum).items():
                 result[f"scale_out_{key}"] = value
+            result["scale_out_controller_cpu_s"] = round(ctl.cpu_seconds() - cpu0, 1)
         if "zone_loss" in args.ops:
             lost = [m for m in everyone if rack_of(m) == ZONES[0]]
             survivors = [m for m in everyone if m not in lost]
@@ -338,16 +350,12 @@ async def _run(
                 await rolling(agents, everyone[:middle], args.restart, batch)
                 victim = ctl.leader()
                 if victim is not None:
+                    ctl.cpu_seconds()  # its last reading
                     ctl.procs[victim].kill()
                     result["takeover_killed"] = victim
                 await rolling(agents, everyone[middle:], args.restart, batch)
 
             await op("takeover", everyone, 0, deploy_with_takeover)
-        leader = ctl.leader() or "r0"
-        after = await asyncio.to_thread(scrape, ctl.ports[leader])
-        if leader == "r0" or not args.ha:
-            cpu = after["process_cpu_seconds_total"] - base["process_cpu_seconds_total"]
-            result["controller_cpu_s"] = round(cpu, 1)
         result["peak_rss_mib"] = round(
             max(proc_status(p.pid).get("VmHWM", 0) for p in ctl.procs.values() if p.poll() is None)
             / 2**20,
