@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from controller.tools.conformance.harness import QUIET, STEP_TIMEOUT, Harness
+from controller.tools.conformance.harness import QUIET, STEP_TIMEOUT, Harness, Seen
 from controller.tools.conformance.rules import Finding
 from controller.wire.assignments import assignments_partition
 from controller.wire.records import assignment_key
@@ -55,12 +55,17 @@ def _held(h: Harness, partitions: list[int]) -> list[tuple[str, int]]:
     return [(h.topic, p) for p in sorted(partitions)]
 
 
-async def _announced(h: Harness) -> str:
-    """Start the client; its instance, once it has announced itself."""
+async def _first_presence(h: Harness) -> Seen:
+    """Start the client; the first presence it announces (or fails to)."""
     await h.start_client()
     if not await h.until(lambda: any(s.presence or s.problem for s in h.seen)):
         raise NotReachedError(f"no presence within {STEP_TIMEOUT:.0f}s; log: {h.log_tail()}")
-    first = next(s for s in h.seen if s.presence or s.problem)
+    return next(s for s in h.seen if s.presence or s.problem)
+
+
+async def _announced(h: Harness) -> str:
+    """Start the client; its instance, once it has announced itself."""
+    first = await _first_presence(h)
     if first.presence is None or first.presence.instance is None:
         raise NotReachedError(f"its first presence is unusable: {first.problem or 'no instance'}")
     return first.presence.instance
@@ -154,10 +159,7 @@ async def _covered(h: Harness, partitions: list[int]) -> list[str]:
 
 async def lifecycle(h: Harness, j: Judge) -> None:
     """announce → grant → revoke → leave."""
-    await h.start_client()
-    if not await h.until(lambda: any(s.presence or s.problem for s in h.seen)):
-        raise NotReachedError(f"no presence within {STEP_TIMEOUT:.0f}s; log: {h.log_tail()}")
-    first = next(s for s in h.seen if s.presence or s.problem)
+    first = await _first_presence(h)
     p = first.presence
     problems = [first.problem] if first.problem else []
     if p is not None:
