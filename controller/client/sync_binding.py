@@ -191,18 +191,22 @@ class SyncBinding(ABC, Generic[R]):
     def close(self, *, leave: bool = True) -> None:
         """``leave=True``: a clean leave (release, commit, the controller reassigns at
         once); ``leave=False``: a restart (the partitions wait for ``leave_grace``)."""
+        self._stop_sampler()  # first: it reads the data client the member closes
         self._member.close(leave=leave)
         self._close_sender()
 
     def abort(self) -> None:
         """Fault injection: die like a killed process (no commit, no leave, the Will)."""
+        self._stop_sampler()
         self._member.abort()
         self._close_sender()
 
-    def _close_sender(self) -> None:
+    def _stop_sampler(self) -> None:
         if self._sampler is not None:
             self._sampler.stop()
             self._sampler = None
+
+    def _close_sender(self) -> None:
         if self._sender is not None:
             self._sender.close()
             self._sender = None
