@@ -44,6 +44,12 @@ def as_entry(weight: int, pid: int) -> int:
     return weight << LAG_SHIFT | pid
 
 
+def with_rank(entry: int, rank: int) -> int:
+    """An entry as one int ordered by its weight, then ``rank`` (below 2**64), then pid:
+    a sort key that is not a tuple."""
+    return (entry >> LAG_SHIFT) << 2 * LAG_SHIFT | rank << LAG_SHIFT | (entry & PID_MASK)
+
+
 def as_entries(weights: Iterable[int], pids: Iterable[int]) -> list[int]:
     """``as_entry`` of each pair, in C-level passes."""
     return list(map(or_, map(lshift, weights, repeat(LAG_SHIFT)), pids))

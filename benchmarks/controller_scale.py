@@ -108,6 +108,7 @@ class Bench:
         self.ppt = {f"t{i:03d}": per_topic + (i < extra) for i in range(args.topics)}
         self.tps = [TopicPartition(t, p) for t, n in self.ppt.items() for p in range(n)]
         self.state = GroupState(GROUP, TUNING, self.ppt)
+        self.waves = collector_policy.Waves()
         self.fleet: dict[str, Member] = {}
         self.queue: list[_At] = []
         self.seq = itertools.count()
@@ -193,7 +194,11 @@ class Bench:
         _, plan = self.state.tick(self.now)
         if plan is not None:
             self.state.reconciler.commit(plan)
-            collector_policy.settled(len(plan.records), self.state.engine.member_count())
+        self.waves.stepped(
+            0 if plan is None else len(plan.records),
+            self.state.engine.member_count(),
+            self.state.settled(),
+        )
         self.t.ticks.append(self.pending_cost + time.perf_counter() - start)
         self.pending_cost = 0.0
         if plan is not None:
@@ -258,6 +263,43 @@ class Bench:
             "cold_start_max_tick_ms": round(max(ticks) * 1000, 3),
         }
 
+    def scale(self, name: str, act: Callable[[], None]) -> dict[str, float]:
+        """One fleet operation at once (``act`` queues its events), until settled: the
+        ticks it cost, apart from the churn's."""
+        saved, self.t.ticks = self.t.ticks, []
+        began, records = self.now, self.t.records
+        act()
+        wall = time.perf_counter()
+        self.run_until(
+            float("inf"), lambda: not self.queue and self.state.settled() and self.complete()
+        )
+        took = time.perf_counter() - wall
+        ticks, self.t.ticks = self.t.ticks, saved
+        return {
+            f"{name}_sim_s": round(self.now - began, 3),
+            f"{name}_cpu_s": round(took, 3),
+            f"{name}_ticks": len(ticks),
+            f"{name}_records": self.t.records - records,
+            f"{name}_tick_p99_ms": round(pct(ticks, 0.99) * 1000, 3),
+            f"{name}_tick_max_ms": round(max(ticks, default=0.0) * 1000, 3),
+        }
+
+    def scale_in_and_out(self) -> dict[str, float]:
+        """Half the fleet leaves cleanly at once, then as many new members join at once
+        (``fleet_ops.py``'s scale-in and scale-out, without brokers)."""
+        leaving = sorted(self.fleet.values(), key=lambda m: m.name)[len(self.fleet) // 2 :]
+        count = len(leaving)
+
+        def leave() -> None:
+            for m in leaving:
+                self.at(self.now, Leave(m, crash=False))
+
+        def join() -> None:
+            for _ in range(count):
+                self.at(self.now, Join(None))
+
+        return {**self.scale("scale_in", leave), **self.scale("scale_out", join)}
+
     def churn(self) -> None:
         start = self.now
         spacing = self.args.spacing
@@ -295,12 +337,17 @@ def main() -> None:
         "--lag-chunks", type=int, default=1, help="readings of one interval arrive in N batches"
     )
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--scale", action="store_true", help="also half the fleet leaving, then joining, at once"
+    )
     p.add_argument("--json", action="store_true", help="one JSON line")
     args = p.parse_args()
     collector_policy.configure()  # as ``ballast run`` does
     bench = Bench(args)
     out: dict[str, object] = {"members": args.members, "partitions": args.partitions}
     out.update(bench.cold_start())
+    if args.scale:
+        out.update(bench.scale_in_and_out())
     bench.churn()
     t = bench.t
     out.update(

@@ -33,6 +33,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +97,9 @@ class Agents:
             await proc.stdin.drain()
             waits.append(done)
         await asyncio.gather(*waits)
+
+    def cpu_seconds(self) -> float:
+        return sum(cpu_seconds(p.pid) for p in self.procs if p.returncode is None)
 
     def fleet_settled(self, total: int, members: Iterable[str]) -> bool:
         held = [self.held.get(m, frozenset()) for m in members]
@@ -202,29 +206,43 @@ class Controllers:
             f"groups: [{{name: {GROUP}}}]\n"
             f"http: {{port: {port}}}\n"
             f"{ha}"
-            "logging: {format: json, level: warning}\n"
+            f"logging: {{format: json, level: {'info' if a.log_dir else 'warning'}}}\n"
         )
+        logs = Path(a.log_dir) if a.log_dir else self.work
+        logs.mkdir(parents=True, exist_ok=True)
         self.procs[replica] = subprocess.Popen(
             [str(Path(sys.executable).parent / "ballast"), "run", "--config", str(config)],
-            stderr=(self.work / f"{replica}.log").open("ab"),
+            stderr=(logs / f"{replica}.log").open("ab"),
         )
 
     def cpu_seconds(self) -> float:
         """CPU time (user + system) the replicas used so far; a killed one counts what
         it had used when last asked (what it used after that is not known)."""
-        ticks = os.sysconf("SC_CLK_TCK")
         for replica, proc in self.procs.items():
             if proc.poll() is None:
-                fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-                self.cpu[replica] = (int(fields[11]) + int(fields[12])) / ticks
+                self.cpu[replica] = cpu_seconds(proc.pid)
         return sum(self.cpu.values())
+
+    def work_done(self) -> tuple[str | None, dict[str, float]]:
+        """The leader, and its publication and handoff totals (counts and seconds) so far:
+        an operation's share is the difference across it (all of the new leader's after
+        a takeover)."""
+        leader = self.leader()
+        if leader is None:
+            return None, {}
+        got = scrape(self.ports[leader])
+        return leader, {
+            name: got.get(f'ballast_{metric}_seconds_{part}{{group="{GROUP}"}}', 0.0)
+            for metric, short in (("publish_duration", "publish"), ("handoff_duration", "handoff"))
+            for part, name in (("count", f"{short}_count"), ("sum", f"{short}_s"))
+        }
 
     def leader(self) -> str | None:
         for replica, proc in self.procs.items():
             if proc.poll() is not None:
                 continue
             try:
-                if GROUP in scrape_groups(self.ports[replica]):
+                if GROUP in led_groups(self.ports[replica]):
                     return replica
             except OSError:
                 continue
@@ -239,13 +257,17 @@ class Controllers:
                 proc.wait(60)
 
 
-def scrape_groups(port: int) -> set[str]:
-    """The groups a replica leads now (``ballast_group_leader`` 1)."""
-    return {
-        key.split('group="', 1)[1].split('"', 1)[0]
-        for key, value in scrape(port).items()
-        if key.startswith("ballast_group_leader{") and value == 1
-    }
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU time (user + system) so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def led_groups(port: int) -> set[str]:
+    """The groups a replica leads now (``/v1/leadership``: cheap enough to poll, where a
+    scrape of ``/metrics`` every 100 ms took the controller 4 s of CPU in a run)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/leadership", timeout=10) as r:
+        return set(json.loads(r.read())["groups"])
 
 
 async def settled(ctl: Controllers, agents: Agents, members: list[str], total: int) -> float:
@@ -313,34 +335,46 @@ async def _run(
             await settled(ctl, agents, everyone[: i + 100], total)
         result["cold_start_s"] = round(time.monotonic() - began, 1)
 
-        async def op(name: str, members_after: list[str], minimum: int, act: Any) -> None:
-            cpu0, t0 = ctl.cpu_seconds(), time.time()
+        async def op(name: str, act: Any, members_after: list[str], minimum: int | None) -> None:
+            """``minimum`` None: what ``members_after`` hold once settled (a scale-out)."""
+            cpu0, fleet0, work0, t0 = (
+                ctl.cpu_seconds(),
+                agents.cpu_seconds(),
+                await asyncio.to_thread(ctl.work_done),
+                time.time(),
+            )
             await act()
             t1 = await settled(ctl, agents, members_after, total)
+            if minimum is None:
+                minimum = sum(len(agents.held.get(m, ())) for m in members_after[len(half) :])
             for key, value in op_stats(agents.events, t0, t1, minimum).items():
                 result[f"{name}_{key}"] = value
             result[f"{name}_controller_cpu_s"] = round(ctl.cpu_seconds() - cpu0, 1)
+            result[f"{name}_fleet_cpu_s"] = round(agents.cpu_seconds() - fleet0, 1)
+            leader, work = await asyncio.to_thread(ctl.work_done)
+            before = work0[1] if work0[0] == leader else {}
+            for key in ("publish_count", "publish_s", "handoff_count", "handoff_s"):
+                result[f"{name}_{key}"] = round(work.get(key, 0.0) - before.get(key, 0.0), 2)
 
         if "rolling" in args.ops:
-            await op("rolling", everyone, 0, lambda: rolling(agents, everyone, args.restart, batch))
+            await op("rolling", lambda: rolling(agents, everyone, args.restart, batch), everyone, 0)
         if "scale_in" in args.ops:
             leaving = everyone[len(half) :]
             minimum = sum(len(agents.held.get(m, ())) for m in leaving)
-            await op("scale_in", half, minimum, lambda: agents.send("leave", leaving))
+            await op("scale_in", lambda: agents.send("leave", leaving), half, minimum)
         if "scale_out" in args.ops:
             joining = everyone[len(half) :]
-            cpu0, t0 = ctl.cpu_seconds(), time.time()
-            await agents.send("join", joining, [rack_of(n) for n in joining])
-            t1 = await settled(ctl, agents, everyone, total)
-            minimum = sum(len(agents.held.get(m, ())) for m in joining)
-            for key, value in op_stats(agents.events, t0, t1, minimum).items():
-                result[f"scale_out_{key}"] = value
-            result["scale_out_controller_cpu_s"] = round(ctl.cpu_seconds() - cpu0, 1)
+            await op(
+                "scale_out",
+                lambda: agents.send("join", joining, [rack_of(n) for n in joining]),
+                everyone,
+                None,
+            )
         if "zone_loss" in args.ops:
             lost = [m for m in everyone if rack_of(m) == ZONES[0]]
             survivors = [m for m in everyone if m not in lost]
             minimum = sum(len(agents.held.get(m, ())) for m in lost)
-            await op("zone_loss", survivors, minimum, lambda: agents.send("crash", lost))
+            await op("zone_loss", lambda: agents.send("crash", lost), survivors, minimum)
             await agents.send("join", lost, [rack_of(n) for n in lost])  # the zone comes back
             await settled(ctl, agents, everyone, total)
         if "takeover" in args.ops and args.ha:
@@ -355,7 +389,7 @@ async def _run(
                     result["takeover_killed"] = victim
                 await rolling(agents, everyone[middle:], args.restart, batch)
 
-            await op("takeover", everyone, 0, deploy_with_takeover)
+            await op("takeover", deploy_with_takeover, everyone, 0)
         result["peak_rss_mib"] = round(
             max(proc_status(p.pid).get("VmHWM", 0) for p in ctl.procs.values() if p.poll() is None)
             / 2**20,
@@ -382,6 +416,7 @@ def main() -> None:
     p.add_argument("--leave-grace", type=float, default=10.0, help="rebalance.leave_grace (s)")
     p.add_argument("--handoff-timeout", type=float, default=15.0)
     p.add_argument("--json", action="store_true", help="one JSON line")
+    p.add_argument("--log-dir", help="keep the controllers' logs (level info) in this directory")
     args = p.parse_args()
     args.ops = {o for o in args.ops.split(",") if o}
     if unknown := args.ops - set(OPS):

@@ -277,6 +277,10 @@ class RebalanceSettings(_Section):
     #: An empty group's first rebalance waits for joins to stop (``delay`` without one),
     #: at most this long: Kafka's ``group.initial.rebalance.delay.ms``, same default.
     initial_delay: Duration = 3.0
+    #: Joins to a group with members hold its rebalance while they keep arriving (each
+    #: extends the wait by ``delay``), at most this long: a scale-out is one placement, not
+    #: one per wave. Leaves never wait on joins. At most ``delay``: no holding.
+    max_delay: Duration = 3.0
     #: A member whose presence is lost keeps its partitions this long: one that comes back
     #: (a restart) moves nothing.
     leave_grace: Duration = 10.0

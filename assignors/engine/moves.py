@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate, chain, filterfalse, repeat
 
 import numpy as np
@@ -201,7 +201,7 @@ class Moves(Receivers):
             return
         b = self._members[to]
         self._detach(b)
-        self._insert_part(b, pid, weight)
+        self._insert_parts(b, (pid,), (weight,))
         self._attach(b)
         self._owner[pid] = to
         self._holder_slots.put_one(pid, b.slot)
@@ -232,19 +232,27 @@ class Moves(Receivers):
             else:
                 del held[t]
 
-    def _insert_part(self, m: Member, pid: int, weight: int) -> None:
+    def _insert_parts(self, m: Member, pids: Sequence[int], weights: Sequence[int]) -> None:
+        """``m`` takes ``pids`` (their lags ``weights``): its lag order, listing, lag and
+        per-topic counts updated once for all of them (a sort, not an insort each)."""
+        entries = list(map(as_entry, weights, pids))
         if m.stale:
-            m.by_lag.append(as_entry(weight, pid))
+            m.by_lag.extend(entries)
+        elif len(entries) == 1:
+            bisect.insort(m.by_lag, entries[0])
         else:
-            bisect.insort(m.by_lag, as_entry(weight, pid))
-        m.lag += weight
-        self._total_lag += weight
+            m.by_lag.extend(entries)
+            m.by_lag.sort()
+        gained = sum(weights)
+        m.lag += gained
+        self._total_lag += gained
         if m.listed is not None:
-            self._relist(m.listed, (), (pid,))
-        t = topic_of(pid)
+            self._relist(m.listed, (), pids)
         held = m.held
         if held is not None:
-            held[t] = held.get(t, 0) + 1
+            for pid in pids:
+                t = topic_of(pid)
+                held[t] = held.get(t, 0) + 1
 
     def _detach(self, m: Member) -> None:
         self._donors.remove(m.key())
@@ -278,11 +286,15 @@ class Moves(Receivers):
             self._hheap = None
 
     def _relist(
-        self, listed: list[TopicPartition], lost: Iterable[int], gained: Iterable[int]
+        self, listed: list[TopicPartition], lost: Iterable[int], gained: Collection[int]
     ) -> None:
         """Keep a member's ``listed`` in step with partitions it lost and gained."""
         tp = self._ids.tp
         for pid in lost:
             del listed[bisect.bisect_left(listed, tp(pid))]
-        for pid in gained:
-            bisect.insort(listed, tp(pid))
+        if len(gained) > 1:
+            listed.extend(map(tp, gained))
+            listed.sort()
+        else:
+            for pid in gained:
+                bisect.insort(listed, tp(pid))

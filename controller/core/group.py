@@ -116,7 +116,7 @@ class GroupState:
             since = min(now, recorded_absence.get(m, now))
             self.absences.lost(m, since, now, recorded=m in recorded_absence)
         self._lag = LagInbox(tuning.lag_batch, tuning.lag_smoothing)
-        self._pending = PendingStep(tuning.rebalance_delay, tuning.initial_delay)
+        self._pending = PendingStep(tuning.rebalance_delay, tuning.initial_delay, tuning.max_delay)
         #: Replica racks last read from topic metadata (partitions with none are absent).
         self.replica_racks: dict[TopicPartition, frozenset[str]] = {}
         #: Time the last tick's reconciliation took (``Reconciler.plan``).

@@ -1,9 +1,13 @@
 """The events of a group's next rebalance while its coalescing window is open.
 
-A burst of joins or leaves becomes one step: each event pushes the window's end out by
-``rebalance_delay`` (an empty group's first step waits at most ``initial_delay`` after
-its first join). Until the step runs, membership is read through it: a member queued to
-join is in the group, one queued to leave is not.
+A burst of joins or leaves becomes one step. The window closes ``rebalance_delay`` after
+its first event, except while joins keep arriving: each join holds it open another
+``rebalance_delay``, up to ``max_delay`` after the first event (``initial_delay`` for an
+empty group's first step). A scale-out whose joins trickle in over seconds is then one
+placement, not one per wave in which early joiners take shares that later ones take back.
+Other events never wait on joins: a leave still closes the window ``rebalance_delay`` after
+it, whatever joins hold it open. Until the step runs, membership is read through it: a
+member queued to join is in the group, one queued to leave is not.
 """
 
 from __future__ import annotations
@@ -42,9 +46,10 @@ class Step(NamedTuple):
 
 
 class PendingStep:
-    def __init__(self, rebalance_delay: float, initial_delay: float) -> None:
+    def __init__(self, rebalance_delay: float, initial_delay: float, max_delay: float) -> None:
         self._delay = rebalance_delay
         self._initial = initial_delay
+        self._max = max_delay
         self._clear()
 
     def _clear(self) -> None:
@@ -56,6 +61,9 @@ class PendingStep:
         #: A member's rack and capacity as they will be once the events are applied.
         self.declared: dict[str, Declared] = {}
         self._first: float | None = None
+        #: When the joins' window closes, and when the other events' does (None: none).
+        self._joins_due: float | None = None
+        self._others_due: float | None = None
         self._reasons: set[str] = set()
         self._about: dict[str, list[str]] = {}
         self._departing: dict[str, str] = {}
@@ -89,11 +97,14 @@ class PendingStep:
         if self._first is None:
             self._first = now
         due = now + (self._delay if delay is None else delay)
-        if delay is None and isinstance(event, MemberJoined) and group_empty:
-            latest = self._first + max(self._initial, self._delay)
-            self.due = min(due if self.due is None else max(due, self.due), latest)
-        elif self.due is None or due < self.due:
-            self.due = due
+        if delay is None and isinstance(event, MemberJoined):
+            limit = self._initial if group_empty else self._max
+            latest = self._first + max(limit, self._delay)
+            held = due if self._joins_due is None else max(due, self._joins_due)
+            self._joins_due = min(held, latest)
+        elif self._others_due is None or due < self._others_due:
+            self._others_due = due
+        self.due = min(t for t in (self._joins_due, self._others_due) if t is not None)
 
     def take(self, now: float) -> Step:
         """Close the window: its step, and an empty window."""

@@ -36,6 +36,9 @@ class GroupTuning:
     #: ``group.initial.rebalance.delay.ms``): a fleet starting up gets one placement,
     #: not a placement and then handoffs to everyone who joined a moment later.
     initial_delay: float = 0.0
+    #: Joins to a group with members hold its rebalance while they keep arriving, at most
+    #: this long after the window's first event (``pending.py``).
+    max_delay: float = 0.0
     leave_grace: float = 10.0
     handoff_timeout: float = 15.0
     #: Weight of a new lag reading in the exponential moving average (1.0: no smoothing).

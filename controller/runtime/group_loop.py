@@ -14,7 +14,7 @@ from controller.config import Config
 from controller.core.handoff import Plan
 from controller.core.plan_records import Encoded, encode_plan
 from controller.core.rebalance import Rebalance
-from controller.runtime import collector_policy, faultpoints
+from controller.runtime import faultpoints
 from controller.runtime.election import shard_of
 from controller.runtime.metrics import Metrics
 from controller.runtime.publisher import AssignmentPublisher
@@ -110,7 +110,6 @@ class GroupLoop:
                 publish_ms=round((time.perf_counter() - encoded) * 1000, 3),
             )
             m.generation.labels(g.name).set(plan.generation)
-            collector_policy.settled(len(plan.records), g.state.member_count())
         for rel in g.state.pop_timeouts():
             m.handoff_timeouts.labels(g.name).inc()
             log.warning(
@@ -118,6 +117,8 @@ class GroupLoop:
             )
         if rebalance is not None:
             self._record_rebalance(g, rebalance, plan, started)
+        published = 0 if plan is None else len(plan.records)
+        g.waves.stepped(published, g.state.member_count(), g.state.settled())
         return plan is not None
 
     async def _publish(self, g: ManagedGroup, generation: int, records: list[Encoded]) -> None:

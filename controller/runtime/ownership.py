@@ -317,6 +317,7 @@ def group_tuning(cfg: Config) -> GroupTuning:
     return GroupTuning(
         rebalance_delay=r.delay,
         initial_delay=r.initial_delay,
+        max_delay=r.max_delay,
         leave_grace=r.leave_grace,
         handoff_timeout=r.handoff_timeout,
         lag_smoothing=lag.smoothing,

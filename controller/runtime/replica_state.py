@@ -12,6 +12,7 @@ from assignors import TopicPartition
 from controller.core.autoscale import Recommender, Sizing
 from controller.core.group import GroupState
 from controller.core.rebalance import Rebalance
+from controller.runtime.collector_policy import Waves
 from controller.runtime.offsets_reader import OffsetReader
 from controller.wire.offsets import PartitionOffsets
 from controller.wire.records import Presence
@@ -42,6 +43,8 @@ class ManagedGroup:
     #: The member count recommended for it (``groups[].autoscale``), and its recommender.
     sizing: Sizing | None = None
     recommender: Recommender | None = None
+    #: Publications since it last settled, for when to freeze (``collector_policy``).
+    waves: Waves = field(default_factory=Waves)
 
 
 @dataclass

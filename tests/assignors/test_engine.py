@@ -395,3 +395,29 @@ def test_apply_pauses_the_collector_and_always_gives_it_back() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("lag", [False, True])
+def test_a_scale_out_pairs_each_receiver_with_few_donors(lag: bool) -> None:
+    """Half again as many members join a balanced group: each receiver takes its share
+    from a donor or two per level of lag, not a partition from every donor (lag balance
+    is the same: partitions of equal lag are interchangeable);
+    every donor a receiver waits on is one more revoke, grant and acknowledgement."""
+    ppt = {"t": 3000, "u": 3000}
+    eng = IncrementalAssignor(ppt)
+    eng.apply([MemberJoined(f"a{i:02d}", frozenset(ppt)) for i in range(60)])
+    if lag:  # three levels of lag: ties within each
+        eng.apply(
+            [LagUpdated({TopicPartition(t, p): (p % 3) * 5000 for t in ppt for p in range(3000)})]
+        )
+    before = {tp: m for m, tps in eng.assignment().items() for tp in tps}
+    change = eng.apply([MemberJoined(f"b{i:02d}", frozenset(ppt)) for i in range(60)])
+    assert change.moved - change.moved_for_lag == 3000  # KIP-54's minimum: the excess
+    donors = {
+        m: {before[tp] for tp in eng.partitions_of(m)}
+        for m in change.assignments
+        if m.startswith("b")
+    }
+    assert len(donors) == 60
+    most = max(map(len, donors.values()))
+    assert most <= (6 if lag else 2), sorted(map(len, donors.values()))

@@ -19,7 +19,7 @@ from assignors import (
     TopicPartition,
     assign,
 )
-from assignors.ids import PART_BITS, TopicIds, sort_runs, valid_claims
+from assignors.ids import PART_BITS, TopicIds, as_entry, sort_runs, valid_claims, with_rank
 from assignors.placement import heaviest_first_order
 from assignors.spec import build_spec
 
@@ -227,3 +227,18 @@ def test_sort_runs_sorts_within_each_run_and_keeps_the_runs_in_place(
     got = sort_runs(np.array(pids, dtype=np.int64), run).tolist()
     want = [pid for _, pid in sorted(zip(run.tolist(), pids, strict=True))]
     assert got == want
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2**70), st.integers(0, 2**40), st.integers(0, 2**64 - 1)),
+        max_size=30,
+    )
+)
+def test_an_entry_with_a_rank_sorts_as_the_tuple_of_weight_rank_and_pid(
+    rows: list[tuple[int, int, int]],
+) -> None:
+    keys = [with_rank(as_entry(weight, pid), rank) for weight, rank, pid in rows]
+    assert sorted(range(len(rows)), key=keys.__getitem__) == sorted(
+        range(len(rows)), key=rows.__getitem__
+    )

@@ -586,6 +586,38 @@ def test_an_empty_groups_first_rebalance_waits_for_joins_to_stop() -> None:
     assert group.next_wakeup() == 11.0  # a group with members: the first event's delay
 
 
+def test_a_burst_of_joins_to_a_group_with_members_is_one_step() -> None:
+    """A scale-out whose joins trickle in is one placement: each join holds the window
+    another ``rebalance_delay``, up to ``max_delay`` after its first event. A leave never
+    waits on joins (its partitions have no reader): it closes the window ``rebalance_delay``
+    after it, whatever joins still hold it."""
+    tuning = GroupTuning(rebalance_delay=1.0, initial_delay=3.0, max_delay=4.0)
+    group = GroupState("g", tuning, PPT)
+
+    def join(name: str, at: float) -> None:
+        group.on_presence(Presence(group="g", member=name, topics=["orders"]), at)
+
+    join("a", 0.0)
+    join("b", 0.0)
+    group.tick(3.0)
+    join("c", 10.0)
+    join("d", 10.9)
+    assert group.next_wakeup() == 11.9  # held: joins are still arriving
+    join("e", 11.8)
+    join("f", 13.5)
+    assert group.next_wakeup() == 14.0  # capped at the window's first event + max_delay
+    rebalance, _ = group.tick(14.0)
+    assert rebalance is not None
+    assert rebalance.reasons == ("join",)
+    assert rebalance.changed_members == 6  # four joiners and the two who gave them shares
+
+    join("g", 20.0)
+    join("h", 20.9)
+    group.on_presence(Presence(group="g", member="a", topics=["orders"], state="leaving"), 21.0)
+    join("i", 21.8)
+    assert group.next_wakeup() == 22.0  # the leave's own delay, not the joins' hold
+
+
 def test_a_rebalance_says_why_it_moved_for_lag() -> None:
     """The operator's "why did it move": reasons, moves, and for lag moves whose lag
     passed the trigger and how far past the bound (``ballast describe``, the demo)."""
