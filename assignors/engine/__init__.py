@@ -304,7 +304,7 @@ class IncrementalAssignor(Steps):
         if not self._members or self._total_lag <= 0:
             return 1.0
         peak: float = self._by_load[-1][0]
-        return peak * self._capacity_total / self._total_lag
+        return peak / self._mean_lag()
 
     @property
     def partitions_per_topic(self) -> dict[str, int]:

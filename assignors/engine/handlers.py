@@ -46,6 +46,8 @@ class Handlers(RackAlignment):
             self._weighted += 1
         self._pin_work.update(self._pins_of.get(name, ()))
         self._capacity_total += m.capacity
+        if not topics:
+            self._idle_capacity += m.capacity
         self._members[name] = m
         self._refine(m.tids)
         self._attach(m)
@@ -67,6 +69,8 @@ class Handlers(RackAlignment):
         self._orphans.update(pids)
         self._total_lag -= m.lag
         self._capacity_total -= m.capacity
+        if not m.topics:
+            self._idle_capacity -= m.capacity
         self._weighted -= m.capacity != 1
         for t in m.tids:
             self._subs[t].discard(name)
@@ -82,6 +86,8 @@ class Handlers(RackAlignment):
         self._detach(m)
         self._weighted += (weight != 1) - (m.capacity != 1)
         self._capacity_total += weight - m.capacity
+        if not m.topics:
+            self._idle_capacity += weight - m.capacity
         m.capacity = weight
         self._attach(m)
         return True
@@ -101,6 +107,7 @@ class Handlers(RackAlignment):
         self._detach(m)
         for t in old - tids:
             self._subs[t].discard(name)
+        self._idle_capacity += m.capacity * ((not topics) - (not m.topics))
         m.topics = topics
         m.tids = tids
         m.groups_version = -1

@@ -102,7 +102,7 @@ class LagSearch(Moves):
             top_load, top_name = self._by_load[-1]
             a = self._members[top_name]
             ratio = 1.0 if eager else policy.trigger_ratio if first else policy.target_ratio
-            mean = self._total_lag / self._capacity_total
+            mean = self._mean_lag()
             if a.lag <= policy.min_lag or top_load <= ratio * mean:
                 return spent  # within the ratio of the mean, so of the bound: a's list unsorted
             entries = self._entries(a)

@@ -157,6 +157,7 @@ class Moves(Receivers):
         else:
             self._donors, self._by_load = fast
             self._capacity_total = len(self._members)
+        self._idle_capacity = math.fsum(capacity_weight(m) for m in members if not m.topics)
         self._gheap.clear()
         self._hheap = None
 

@@ -25,7 +25,7 @@ class RackAlignment(Repair):
         cap: float | None = None  # per unit of capacity
         if self.lag_aware and self._by_load:
             policy = self.policy
-            mean = self._total_lag / self._capacity_total
+            mean = self._mean_lag()
             cap = max(self._by_load[-1][0], math.floor(policy.target_ratio * mean), policy.min_lag)
         todo = sorted(pid for pid in candidates if racks.misplaced(owner.get(pid), pid))
         moved = Misplaced()  # this step's, whose swaps cost no movement: tried first

@@ -65,6 +65,9 @@ class EngineState:
         #: The members' capacities summed (their count when none is declared), and how
         #: many members declare one other than 1: with none, every path is KIP-54's.
         self._capacity_total: float = 0
+        #: Of that, members subscribed to nothing: they carry no lag, so the mean lag a
+        #: member is measured against leaves them out (``_mean_lag``).
+        self._idle_capacity: float = 0
         self._weighted = 0
         self._racks = RackIndex()
         #: Partitions held by a member whose rack holds none of their replicas.
@@ -82,6 +85,14 @@ class EngineState:
         if index.keys() >= topics:
             return frozenset(map(index.__getitem__, topics))
         return frozenset(map(self._ids.add, topics))
+
+    def _mean_lag(self) -> float:
+        """Lag per unit of capacity of the members that can carry lag (subscribed to
+        something): what a member's lag is held against. Counting idle members pulled it
+        below what any placement reaches, so the lag search chased an unreachable bound
+        and rack swaps were refused as lifting members above it."""
+        carrying = self._capacity_total - self._idle_capacity
+        return self._total_lag / carrying if carrying > 0 else 0.0
 
     def _pcount(self, topic: int) -> int:
         return self._ppt.get(self._ids.names[topic], 0)

@@ -64,7 +64,8 @@ class GroupGauges(Collector):
         )
         skew = GaugeMetricFamily(
             "ballast_group_lag_skew_ratio",
-            "Largest member lag / mean member lag (1 is perfectly even).",
+            "Largest member lag / mean member lag (1 is perfectly even; the mean is over "
+            "members subscribed to something).",
             labels=["group"],
         )
         cross_rack = GaugeMetricFamily(

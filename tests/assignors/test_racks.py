@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assignors import DEFAULT_POLICY, TopicPartition, assign
+from assignors import DEFAULT_POLICY, IncrementalAssignor, TopicPartition, assign
 from assignors.quality import is_balanced, member_lag, problems
 from assignors.racks import Racks, build_racks, cross_rack, use_rack_aware
 from assignors.spec import build_spec
@@ -689,7 +689,8 @@ def test_sticky_alignment_keeps_counts_balance_and_lag_target(
         # No swap lifts a member above the policy's target over the mean member lag, or
         # above the largest member lag the rack-blind placement already had.
         loads = member_lag(blind, lag)
-        mean = sum(loads.values()) / len(loads)
+        # (Over members that can carry lag: one subscribed to nothing holds none.)
+        mean = sum(loads.values()) / max(1, sum(1 for m in subs if subs[m]))
         p = DEFAULT_POLICY
         cap = max(*loads.values(), math.floor(p.target_ratio * mean), p.min_lag)
         assert max(member_lag(aware, lag).values()) <= cap
@@ -834,3 +835,31 @@ def test_a_member_without_a_rack_trades_what_a_racked_member_needs() -> None:
     spec = build_spec(ppt, subs)
     assert cross_rack(got, build_racks(spec, members, replicas)) == 5
     assert all("c" in replicas[p] for p in got["m2"])  # what it needs came from m0
+
+
+def test_a_member_subscribed_to_nothing_does_not_hold_lag_or_racks_back() -> None:
+    """Found by the property above: with an idle member counted in the mean lag, lag was
+    "balanced" only below what any placement reaches, every rack swap lifted a member
+    above that bound and was refused, and the racked result held more partitions off
+    their racks than the rack-blind one (9 against 8; 7 is reachable at even lag)."""
+    ppt = {"t0": 0, "t1": 4, "t2": 6, "t3": 8}
+    subs = {"m0": [], "m1": ["t2", "t3"], "m2": ["t0", "t1", "t2", "t3"]}
+    member_racks: dict[str, str | None] = {"m0": None, "m1": "a", "m2": None}
+    partition_racks: dict[TopicPartition, list[str]] = {
+        TopicPartition(t, p): [] for t, n in ppt.items() for p in range(n)
+    }
+    partition_racks[TopicPartition("t2", 5)] = ["a"]
+    partition_racks[TopicPartition("t3", 5)] = ["a"]
+    lags = [0, 0, 0, 0, 0, 0, 0, 120, 120, 121, 124, 2108, 674, 465, 0, 366, 370, 1464]
+    lag = dict(zip(partition_racks, lags, strict=True))
+    blind = assign("lagsticky", ppt, subs, lag=lag)
+    aware = assign(
+        "lagsticky", ppt, subs, lag=lag, member_racks=member_racks, partition_racks=partition_racks
+    )
+    racks_ = build_racks(build_spec(ppt, subs), member_racks, partition_racks)
+    assert cross_rack(blind, racks_) == 8
+    assert cross_rack(aware, racks_) == 7  # the fewest KIP-54's counts allow
+    eng, _ = IncrementalAssignor.from_snapshot(ppt, subs, lag=lag)
+    assert eng.lag_skew() == pytest.approx(
+        max(member_lag(eng.assignment(), lag).values()) / (sum(lags) / 2)
+    )  # the mean over the two members that can carry lag
