@@ -15,6 +15,7 @@ from aiokafka import TopicPartition as KafkaTP
 from controller.adapters.connection import client_options
 from controller.adapters.metadata import topic_metadata
 from controller.config import Config
+from controller.errors import UnreachableError
 from controller.wire.assignments import (
     READ_ISOLATION,
     log_entry,
@@ -24,6 +25,9 @@ from controller.wire.records import (
     Logged,
 )
 from controller.wire.signing import Verifier
+
+#: How long a reader waits for its topic to appear in the cluster's metadata.
+TOPIC_WAIT = 30.0
 
 
 async def read_to_end(
@@ -81,8 +85,18 @@ async def assigned_reader(
         await consumer.stop()  # a failed start leaves its client open
         raise
     # Not ``partitions_for_topic``: on Kafka the client's bootstrap learns no topic, and
-    # ``topics()`` asks about all of them without keeping the answer.
-    count = (await topic_metadata(consumer, [topic])).counts.get(topic, 0)
+    # ``topics()`` asks about all of them without keeping the answer. A topic created a
+    # moment ago may not be in a broker's metadata yet (Apache Kafka answers without it
+    # for a few milliseconds after CreateTopics): asked again until it is, for a while.
+    deadline = time.monotonic() + TOPIC_WAIT
+    while not (count := (await topic_metadata(consumer, [topic])).counts.get(topic, 0)):
+        if time.monotonic() >= deadline:
+            await consumer.stop()
+            raise UnreachableError(
+                f"topic {topic!r} is not in the cluster's metadata after {TOPIC_WAIT:g} s: "
+                "check its name, and that it exists (ballast run creates it at start)"
+            )
+        await asyncio.sleep(0.1)
     return consumer, [KafkaTP(topic, p) for p in range(count)]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from assignors import LagPolicy
 from controller import logs
@@ -132,25 +132,40 @@ class Ownership:
         names = [name for name in names if name not in self._state.groups]
         if not names:
             return
-        view = await self._log.catch_up()
-        faultpoints.reached("acquire.after_read")
-        floor = max((view.max_epoch.get(name, 0) for name in names), default=0)
-        if self.election is not None and shard is not None:
-            epoch = await self.election.claim_epoch(shard, floor)
-        else:
-            epoch = floor + 1
-        faultpoints.reached("acquire.before_fence")
-        if epoch is None or not await self._fence(names, epoch, shard):
-            log.warning("acquire_refused", shard=shard, groups=len(names))
-            self._retry_acquire(names, shard)
-            return
-        # The constraints are read beside the log: a takeover waits for neither twice.
-        view, stored = await asyncio.gather(self._log.catch_up(), self._constraints.catch_up())
+        started = time.monotonic()
+        readers = {
+            name: OffsetReader(self.cfg, self.cfg.group(name).offsets_group) for name in names
+        }
+        # Their clients connect (and read the cluster's metadata, on loops of their own)
+        # while the log is read and fenced: a takeover waits for one, not both.
+        connecting = asyncio.ensure_future(asyncio.gather(*(r.start() for r in readers.values())))
+        ready = False
+        try:
+            view = await self._log.catch_up()
+            faultpoints.reached("acquire.after_read")
+            floor = max((view.max_epoch.get(name, 0) for name in names), default=0)
+            if self.election is not None and shard is not None:
+                epoch = await self.election.claim_epoch(shard, floor)
+            else:
+                epoch = floor + 1
+            faultpoints.reached("acquire.before_fence")
+            if epoch is None or not await self._fence(names, epoch, shard):
+                log.warning("acquire_refused", shard=shard, groups=len(names))
+                self._retry_acquire(names, shard)
+                return
+            fenced = time.monotonic()
+            # The constraints are read beside the log: a takeover waits for neither twice.
+            view, stored = await asyncio.gather(self._log.catch_up(), self._constraints.catch_up())
+            read = time.monotonic()
+            await connecting
+            ready = True
+        finally:
+            if not ready:
+                await _discard(connecting, readers.values())
         for name in names:
-            g = self.cfg.group(name)
-            reader = OffsetReader(self.cfg, g.offsets_group)
-            await reader.start()
+            reader = readers[name]
             self._state.readers[name] = reader
+            rebuilding = time.monotonic()
             managed = await self._rebuild(name, view, epoch, stored.get(name))
             self._state.groups[name] = managed
             self.group_tasks[name] = asyncio.create_task(
@@ -167,6 +182,13 @@ class Ownership:
                 generation=managed.state.generation,
                 epoch=epoch,
                 replica=self.replica,
+                # Where a takeover's time went: read and fence, read to the fences, the
+                # offsets client (what of its start the reads did not cover), the rebuild
+                # (metadata, recovery, engine).
+                fence_ms=round((fenced - started) * 1000),
+                read_ms=round((read - fenced) * 1000),
+                client_ms=round((rebuilding - read) * 1000),
+                rebuild_ms=round((time.monotonic() - rebuilding) * 1000),
             )
         self._state.metadata_wake.set()
 
@@ -332,3 +354,14 @@ def group_tuning(cfg: Config) -> GroupTuning:
         lag_cooldown=r.lag_cooldown,
         lag_backoff_max=r.lag_backoff_max,
     )
+
+
+async def _discard(connecting: asyncio.Future[list[None]], readers: Iterable[OffsetReader]) -> None:
+    """Offsets clients of an acquisition that did not happen: stopped, whatever state
+    their start reached."""
+    connecting.cancel()
+    with contextlib.suppress(BaseException):
+        await connecting
+    for reader in readers:
+        with contextlib.suppress(Exception):
+            await reader.stop()
