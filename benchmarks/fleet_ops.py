@@ -66,6 +66,11 @@ class Agents:
     def start_reading(self) -> None:
         self._readers = [asyncio.create_task(self._read(p)) for p in self.procs]
 
+    def replace(self, i: int, proc: asyncio.subprocess.Process) -> None:
+        """Agent ``i`` is a new process (its predecessor was killed)."""
+        self.procs[i] = proc
+        self._readers.append(asyncio.create_task(self._read(proc)))
+
     async def _read(self, proc: asyncio.subprocess.Process) -> None:
         assert proc.stdout is not None
         while line := await proc.stdout.readline():
@@ -297,10 +302,12 @@ async def rolling(agents: Agents, members: list[str], restart: float, batch: int
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    return await with_brokers("ballast-ops-", args.broker, lambda w, k, m: _run(args, w, k, m))
+    return await with_brokers(
+        "ballast-ops-", args.broker, lambda w, k, m: ballast_ops(args, w, k, m)
+    )
 
 
-async def _run(
+async def ballast_ops(
     args: argparse.Namespace,
     work: Path,
     kafka: embedded.BrokerProcess,

@@ -93,6 +93,12 @@ def test_the_controller_scale_driver_settles_a_small_fleet_and_stays_exclusive()
     start = run.cold_start()
     assert run.complete()
     assert start["cold_start_ticks"] > 0
+    scaled = run.scale_in_and_out()
+    assert run.complete()
+    assert scaled["scale_in_records"] > 0
+    # Each receiver paired with a donor or two: a revoke per donor, a first and a last
+    # record per receiver, not one per donor it waits on.
+    assert 0 < scaled["scale_out_records"] <= 3 * args.members
     run.churn()
     assert run.t.ticks
     assert run.t.records > 0
