@@ -34,9 +34,6 @@ from controller.wire.signing import Signer
 
 log = logs.get("ballast.controller")
 
-#: How often a standby reads what the leaders wrote (``Ownership.keep_warm``).
-WARM_EVERY = 2.0
-
 
 class Ownership:
     def __init__(
@@ -194,17 +191,6 @@ class Ownership:
                 rebuild_ms=round((time.monotonic() - rebuilding) * 1000),
             )
         self._state.metadata_wake.set()
-
-    async def keep_warm(self) -> None:
-        """With HA, while some shard is led elsewhere: read the assignments log and the
-        constraints as they are written, so that a takeover reads the last seconds of
-        records rather than everything since this replica last read (measured at
-        1 000 x 100 000 in the middle of a rolling deploy: docs/operations.md)."""
-        while True:
-            await asyncio.sleep(WARM_EVERY)
-            e = self.election
-            if e is not None and len(e.owned) < self.cfg.ha.shards:
-                await asyncio.gather(self._log.catch_up(), self._constraints.catch_up())
 
     def _retry_acquire(self, names: list[str], shard: int | None) -> None:
         """A refusal can be passing (coordinator moving): try again while the election
