@@ -13,31 +13,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import sys
 import time
 from typing import Any
+
+from agent_io import say, serve
 
 from controller.tools.simfleet import Fleet, SimMember
 
 
-def _say(body: dict[str, object]) -> None:
-    sys.stdout.write(json.dumps(body, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
-
-
 def _held(member: SimMember) -> None:
-    _say({"t": time.time(), "m": member.name, "held": sorted(p for _, p in member.partitions)})
+    say({"t": time.time(), "m": member.name, "held": sorted(p for _, p in member.partitions)})
 
 
 async def main(a: argparse.Namespace) -> None:
     fleet = Fleet(a.bootstrap, a.mqtt_port, a.group, keepalive=a.keepalive)
     fleet.on_held = _held
     await fleet.start()
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    pending: set[asyncio.Task[None]] = set()
 
     async def run(cmd: dict[str, Any]) -> None:
         names: list[str] = cmd["names"]
@@ -49,18 +40,11 @@ async def main(a: argparse.Namespace) -> None:
         else:
             now = time.time()
             for n in names:
-                _say({"t": now, "m": n, "held": []})
+                say({"t": now, "m": n, "held": []})
             end = {"leave": fleet.leave, "crash": fleet.crash, "stop": fleet.stop_member}[cmd["op"]]
             await asyncio.gather(*(end(n) for n in names if n in fleet.members))
-        _say({"id": cmd["id"]})
 
-    try:
-        while line := await reader.readline():
-            task = asyncio.create_task(run(json.loads(line)))
-            pending.add(task)
-            task.add_done_callback(pending.discard)
-    finally:
-        await fleet.stop()
+    await serve(run, fleet.stop)
 
 
 if __name__ == "__main__":

@@ -15,11 +15,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
-import sys
 import time
 from typing import Any
 
+from agent_io import say, serve
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka import TopicPartition as KafkaTP
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
@@ -28,11 +27,6 @@ from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitio
 
 from controller import logs
 from controller.client import group_assignor
-
-
-def _say(body: dict[str, object]) -> None:
-    sys.stdout.write(json.dumps(body, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
 
 
 def assignor(name: str) -> type[AbstractPartitionAssignor]:
@@ -50,17 +44,17 @@ class Reporter(ConsumerRebalanceListener):  # type: ignore[misc]
         self.name = name
         self.held: set[int] = set()
 
-    def _say(self) -> None:
-        _say({"t": time.time(), "m": self.name, "held": sorted(self.held)})
+    def report(self) -> None:
+        say({"t": time.time(), "m": self.name, "held": sorted(self.held)})
 
     async def on_partitions_revoked(self, revoked: list[KafkaTP]) -> None:
         if revoked:
             self.held -= {tp.partition for tp in revoked}
-            self._say()
+            self.report()
 
     async def on_partitions_assigned(self, assigned: list[KafkaTP]) -> None:
         self.held |= {tp.partition for tp in assigned}
-        self._say()
+        self.report()
 
 
 class Member:
@@ -99,16 +93,12 @@ class Member:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._poll
         self.reporter.held.clear()
-        self.reporter._say()
+        self.reporter.report()
         await self.consumer.stop()
 
 
 async def main(a: argparse.Namespace) -> None:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     members: dict[str, Member] = {}
-    pending: set[asyncio.Task[None]] = set()
 
     async def join(name: str, rack: str | None) -> None:
         m = members[name] = Member(name, a, rack)
@@ -123,15 +113,11 @@ async def main(a: argparse.Namespace) -> None:
             await asyncio.gather(*(members.pop(n).stop() for n in names if n in members))
         else:
             raise ValueError(f"unknown op {cmd['op']!r}")
-        _say({"id": cmd["id"]})
 
-    try:
-        while line := await reader.readline():
-            task = asyncio.create_task(run(json.loads(line)))
-            pending.add(task)
-            task.add_done_callback(pending.discard)
-    finally:
+    async def close() -> None:
         await asyncio.gather(*(m.stop() for m in members.values()), return_exceptions=True)
+
+    await serve(run, close)
 
 
 if __name__ == "__main__":
