@@ -211,7 +211,9 @@ class Repair(LagSearch):
         keep ``q + 1`` and every other member ``q`` (with capacities: their Sainte-Laguë
         counts, the larger ones at a tie to the members most over their share), so only
         the excess moves (KIP-54's minimum); each donor gives excess spread evenly over
-        its lag order, dealt heaviest first to the receiver with the least lag. Indexes
+        its lag order (with lag: the heaviest it need not keep to stay near its share of
+        the group's lag, so a backlog goes to the members that join), dealt heaviest first
+        to the receiver with the least lag. Indexes
         are updated once per member instead of once per partition: 50 000 moves cost
         tens of milliseconds, not seconds."""
         members = self._members
@@ -244,17 +246,23 @@ class Repair(LagSearch):
                 short = order
             quota = {m.name: q + (i < r) for i, m in enumerate(order)}
         gives: list[tuple[int, Member]] = []
-        # A donor of one gives its lightest partition: for stale lists (after a lag
-        # reading, most) found together, without re-sorting each.
+        # A donor of one gives its lightest partition (a donor of more, with lag, its
+        # backlog above its share): for stale lists (after a lag reading, most) found
+        # together, without re-sorting each.
         ones: list[Member] = []
+        lag_per_slot = sum(m.lag for m in members.values()) / total if self.lag_aware else 0.0
         for m in order:
             extra = m.count - quota[m.name]
             if extra == 1 and m.stale:
                 ones.append(m)
             elif extra > 0:
                 entries = self._entries(m)
-                step = len(entries) / extra
-                gives.extend((entries[int(i * step)], m) for i in range(extra))
+                if extra == 1 or weight_of(entries[0]) == weight_of(entries[-1]):
+                    step = len(entries) / extra
+                    gives.extend((entries[int(i * step)], m) for i in range(extra))
+                else:
+                    kept = quota[m.name]
+                    gives.extend((e, m) for e in _gives(entries, kept, kept * lag_per_slot))
         gives.extend(zip(self._lightest(ones), ones, strict=True))
         receivers = [m for m in short if m.count < quota.get(m.name, q)]
         touched = {m.name: m for _, m in gives} | {m.name: m for m in receivers}
@@ -341,3 +349,24 @@ class Repair(LagSearch):
             return []
         top = self._donors[-1][0]
         return sorted(n for n, m in self._members.items() if m.take_key()[0] < top)
+
+
+def _gives(entries: list[int], keep: int, target: float) -> list[int]:
+    """What a donor holding ``entries`` (lightest first) gives to keep ``keep`` of them
+    with a lag near ``target``: from its lightest ``keep``, each swap of the lightest
+    kept for the heaviest given that brings its lag nearer the target is made; the rest,
+    its backlog above its share, goes. (A donor that gave evenly over its lag order kept
+    half its backlog, and the members that joined for it waited idle beside it.)"""
+    kept = list(range(keep))
+    lag = sum(weight_of(entries[i]) for i in kept)
+    j = 0
+    for i in range(len(entries) - 1, keep - 1, -1):
+        if j == keep:
+            break
+        d = weight_of(entries[i]) - weight_of(entries[kept[j]])
+        if 2 * (lag + d) <= 2 * target + d:  # nearer the target with the swap
+            lag += d
+            kept[j] = i
+            j += 1
+    mine = set(kept)
+    return [e for i, e in enumerate(entries) if i not in mine]

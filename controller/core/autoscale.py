@@ -4,14 +4,15 @@
 with ``headroom`` to spare and to drain the backlog within ``drain_time``.
 
 A member's capacity is measured only while it is *busy* (more than a second of its work
-waiting at both ends of a poll interval): a member that keeps up processes what arrives,
-which says nothing of how much more it could. Until some member has been busy, the
+waiting at both ends of a poll interval) and held the same partitions throughout: a
+member that keeps up processes what arrives, which says nothing of how much more it
+could, and one that was given partitions was still starting on them. Until some member has been busy, the
 recommendation is the current count, and says why. Scaling up follows the measurement
 at once; scaling down only once every recommendation of the last ``scale_down_delay``
 was lower (HPA's downscale stabilization), so the count does not flap with the input.
 
-State stays bounded: the previous poll (one entry a partition) and four numbers per poll
-interval in the rate window.
+State stays bounded: the previous poll and its owners (one entry a partition each) and
+four numbers per poll interval in the rate window.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ class _Interval(NamedTuple):
 class Recommender:
     rule: AutoscaleRule
     _last: tuple[float, dict[TopicPartition, PartitionOffsets]] | None = None
+    #: Who held each partition at the last poll.
+    _owners: dict[TopicPartition, str] = field(default_factory=dict)
     _window: deque[tuple[float, _Interval]] = field(default_factory=deque)
     #: (time, recommendation before the scale-down delay), for the delay.
     _raw: deque[tuple[float, int]] = field(default_factory=deque)
@@ -81,9 +84,10 @@ class Recommender:
         current = len(capacities)
         if self._last is not None and now > self._last[0]:
             step = _interval(now, self._last, offsets, owners=owners, capacities=capacities,
-                             reset=reset)  # fmt: skip
+                             reset=reset, owners_before=self._owners)  # fmt: skip
             self._window.append((now, step))
         self._last = (now, dict(offsets))
+        self._owners = dict(owners)
         while self._window and self._window[0][0] < now - self.rule.rate_window:
             self._window.popleft()
         if not self._window:
@@ -130,6 +134,20 @@ class Recommender:
         return found._replace(desired=desired, reason=text)
 
 
+def remove_first(
+    desired: int, member_lag: Mapping[str, int], capacities: Mapping[str, float]
+) -> list[str]:
+    """Which members to stop when fewer are wanted: those holding the least lag per unit
+    of capacity (ties: by name). Only a stopped member's partitions move, so
+    these move the least backlog onto the members that stay (a scaler that picks whom
+    to stop reads this; a Deployment scales down its newest pods)."""
+    surplus = len(member_lag) - desired
+    if surplus <= 0:
+        return []
+    ranked = sorted(member_lag, key=lambda m: (member_lag[m] / capacities.get(m, 1.0), m))
+    return ranked[:surplus]
+
+
 def _interval(
     now: float,
     last: tuple[float, dict[TopicPartition, PartitionOffsets]],
@@ -138,8 +156,13 @@ def _interval(
     owners: Mapping[TopicPartition, str],
     capacities: Mapping[str, float],
     reset: str,
+    owners_before: Mapping[TopicPartition, str],
 ) -> _Interval:
     then, before = last
+    # A member whose partitions changed within the interval was starting on new ones
+    # (connecting, fetching, waiting for a grant): what it did then is not its rate.
+    changed = {m for tp, m in owners.items() if owners_before.get(tp) != m}
+    changed.update(m for tp, m in owners_before.items() if owners.get(tp) != m)
     arrived = 0
     processed: dict[str, int] = {}
     lag_before: dict[str, int] = {}
@@ -162,7 +185,8 @@ def _interval(
     busy = [
         m
         for m, done in processed.items()
-        if min(lag_before.get(m, 0), lag_after.get(m, 0)) > max(1.0, done / seconds)
+        if m not in changed
+        and min(lag_before.get(m, 0), lag_after.get(m, 0)) > max(1.0, done / seconds)
     ]
     return _Interval(
         seconds,

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 from assignors import TopicPartition
-from controller.core.autoscale import Sizing
+from controller.core.autoscale import Sizing, remove_first
 from controller.core.group import GroupState
 from controller.core.rebalance import Rebalance
 from controller.wire.offsets import PartitionOffsets
@@ -236,7 +236,16 @@ def group_view(g: LedGroup, partitions: bool = False, reset: str = "latest") -> 
             }
             for tp, r in sorted(g.state.reconciler.releasing.items())
         ],
-        "autoscale": None if g.sizing is None else g.sizing._asdict(),
+        "autoscale": None
+        if g.sizing is None
+        else g.sizing._asdict()
+        | {
+            "remove_first": remove_first(
+                g.sizing.desired,
+                {m: member_lag.get(m, 0) for m in engine.members},
+                {m: engine.capacity_of(m) or 1.0 for m in engine.members},
+            )
+        },
         "quality": {
             "count_spread": max(counts) - min(counts) if counts else 0,
             "total_lag": sum(member_lag.values()),

@@ -265,6 +265,8 @@ def render_describe(view: Mapping[str, Any], partitions: bool = False, wide: boo
     if sizing:
         lines.append(f"desired members {sizing['desired']} (now {sizing['current']}): "
                      f"{sizing['reason']}")  # fmt: skip
+        if sizing.get("remove_first"):
+            lines.append("stop first (least lag held): " + ", ".join(sizing["remove_first"]))
     lines.append("")
     rows = [
         (

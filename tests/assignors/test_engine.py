@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from assignors import (
     Change,
     IncrementalAssignor,
+    LagPolicy,
     LagTrigger,
     LagUpdated,
     MemberJoined,
@@ -395,6 +396,32 @@ def test_apply_pauses_the_collector_and_always_gives_it_back() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_scale_out_for_a_backlog_puts_it_on_the_members_that_join() -> None:
+    """An autoscaler adds members because one member's partitions are behind: that
+    member keeps its quota of its own partitions (no more moves than KIP-54's minimum)
+    but the lightest of them, and the backlog goes to the members that joined. (A donor
+    giving evenly over its lag order kept half its backlog: 42 000 here.) No moves for
+    lag alone (a controller's lag cooldown): the scale-out's own placement is measured."""
+    lag = {TopicPartition("t", p): 0 for p in range(48)}
+    current = {f"m{i}": [TopicPartition("t", p) for p in range(i, 48, 4)] for i in range(4)}
+    for rank, tp in enumerate(current["m0"]):
+        lag[tp] = (rank + 1) * 1000  # 1 000 .. 12 000: 78 000 behind
+    eng, _ = IncrementalAssignor.from_snapshot(
+        {"t": 48},
+        {m: ["t"] for m in current},
+        current=current,
+        lag=lag,
+        policy=LagPolicy(max_moves=0),
+    )
+    assert eng.assignment() == current
+    change = eng.apply([MemberJoined(f"n{i}", frozenset({"t"})) for i in range(4)])
+    assert change.moved == 24  # each of 8 holds 6: the excess of 4 x 12, no more
+    held = {m: sum(lag[tp] for tp in eng.partitions_of(m)) for m in change.assignments}
+    assert held["m0"] == 21_000  # its six lightest: the least it can keep of its own
+    assert max(held.values()) == 21_000
+    assert sum(held[f"n{i}"] for i in range(4)) == 57_000  # the rest of the backlog
 
 
 @pytest.mark.parametrize("lag", [False, True])

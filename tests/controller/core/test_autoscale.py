@@ -4,7 +4,7 @@ the busy rule, capacity, bounds, the scale-down delay, bounded state."""
 from __future__ import annotations
 
 from assignors import TopicPartition
-from controller.core.autoscale import AutoscaleRule, Recommender, Sizing
+from controller.core.autoscale import AutoscaleRule, Recommender, Sizing, remove_first
 from controller.wire.offsets import PartitionOffsets
 
 RULE = AutoscaleRule(
@@ -81,6 +81,26 @@ def test_busy_members_give_their_rate_and_the_count_that_keeps_up_and_drains() -
     assert s.reason.endswith(f"to drain in 1 min -> {s.desired}")
 
 
+def test_a_member_starting_on_new_partitions_does_not_count_as_slow() -> None:
+    """``c`` joins and is handed a third of the partitions, but spends the interval
+    connecting (processes nothing while they wait): that is not what a member can do.
+    Counted, it pulled the window's rate down to 89 and the recommendation up."""
+    r = Recommender(RULE)
+    f = Fleet(12, {"a": 1, "b": 1}, 100)
+    f.run(60, 400)
+    _observe(r, f, 0.0)
+    for t in range(5, 20, 5):
+        f.run(5, 400)
+        _observe(r, f, float(t))
+    f.members["c"] = 1
+    f.owners = {tp: "abc"[i % 3] for i, tp in enumerate(f.tps)}
+    starting = f.members.pop("c")
+    f.run(5, 400)  # c holds its partitions but processes nothing yet
+    f.members["c"] = starting
+    s = _observe(r, f, 20.0)
+    assert s.member_rate == 100
+
+
 def test_capacity_weighs_the_rate_per_member() -> None:
     r = Recommender(RULE)
     f = Fleet(12, {"a": 2, "b": 2}, 100)  # each processes 200/s
@@ -147,3 +167,15 @@ def test_state_stays_bounded_whatever_the_polls() -> None:
         _observe(r, f, float(t))
     assert len(r._window) <= RULE.rate_window + 1
     assert len(r._raw) <= RULE.scale_down_delay + 1
+
+
+def test_scale_in_stops_the_members_holding_the_least_lag_per_capacity() -> None:
+    """Only a stopped member's partitions move: stopping those that hold the least lag
+    moves the least backlog. Capacity weighs it (2 000 on capacity 4 is less per unit
+    than 600 on 1); none when no fewer are wanted."""
+    lag = {"a": 5_000, "b": 600, "c": 2_000, "d": 0, "e": 600}
+    caps = {"c": 4.0}
+    assert remove_first(3, lag, caps) == ["d", "c"]
+    assert remove_first(2, lag, caps) == ["d", "c", "b"]  # b and e tie: by name
+    assert remove_first(5, lag, caps) == []
+    assert remove_first(9, lag, caps) == []

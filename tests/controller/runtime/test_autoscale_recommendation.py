@@ -83,6 +83,7 @@ async def test_slow_members_get_a_recommendation_to_scale_out(
         # 200/s in, ~20/s per member: far more than two members are needed.
         assert 5 < desired <= PARTITIONS, sizing
         assert sizing["current"] == 2
+        assert sizing["remove_first"] == []  # named only while fewer are wanted
         assert str(sizing["reason"]).startswith("input "), sizing
         gauge = ctl.metrics.registry.get_sample_value("ballast_desired_members", {"group": group})
         assert gauge is not None
