@@ -26,6 +26,7 @@ from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitio
 
 from controller import logs
 from controller.client import ManagedConsumer, PresenceOptions
+from controller.tools import embedded
 
 Batch = dict[KafkaTP, list[Any]]
 
@@ -67,6 +68,7 @@ async def consume(
 
 
 async def main(a: argparse.Namespace) -> None:
+    embedded.die_with_parent()  # a pod never outlives the run that started it
     logs.configure("warning", "json")
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)

@@ -4,15 +4,17 @@
 with ``headroom`` to spare and to drain the backlog within ``drain_time``.
 
 A member's capacity is measured only while it is *busy* (more than a second of its work
-waiting at both ends of a poll interval) and held the same partitions throughout: a
-member that keeps up processes what arrives, which says nothing of how much more it
-could, and one that was given partitions was still starting on them. Until some member has been busy, the
-recommendation is the current count, and says why. Scaling up follows the measurement
-at once; scaling down only once every recommendation of the last ``scale_down_delay``
-was lower (HPA's downscale stabilization), so the count does not flap with the input.
+waiting at both ends of a poll interval) and has held the same partitions for
+``STARTING`` s: a member that keeps up processes what arrives, which says nothing of how
+much more it could, and one that was just given partitions is still starting on them.
+Until some member has been busy, the recommendation is the current count, and says why.
+Scaling up follows the measurement at once; scaling down only once every recommendation
+of the last ``scale_down_delay`` was lower (HPA's downscale stabilization), so the count
+does not flap with the input.
 
-State stays bounded: the previous poll and its owners (one entry a partition each) and
-four numbers per poll interval in the rate window.
+State stays bounded: the previous poll and its owners (one entry a partition each), the
+members whose partitions changed in the last ``STARTING`` s, and four numbers per poll
+interval in the rate window.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ from typing import NamedTuple
 
 from assignors import TopicPartition
 from controller.wire.offsets import PartitionOffsets
+
+#: A member's first seconds on partitions it was given (connecting, finding its offsets,
+#: its first fetches; a whole pod starting) are not its rate: its intervals count from
+#: this long after its partitions last changed.
+STARTING = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +71,9 @@ class Recommender:
     _last: tuple[float, dict[TopicPartition, PartitionOffsets]] | None = None
     #: Who held each partition at the last poll.
     _owners: dict[TopicPartition, str] = field(default_factory=dict)
+    #: When each member's partitions last changed, for ``STARTING`` s after (bounded:
+    #: older entries go).
+    _changed_at: dict[str, float] = field(default_factory=dict)
     _window: deque[tuple[float, _Interval]] = field(default_factory=deque)
     #: (time, recommendation before the scale-down delay), for the delay.
     _raw: deque[tuple[float, int]] = field(default_factory=deque)
@@ -82,12 +92,18 @@ class Recommender:
         (the members now; missing means 1)."""
         backlog = sum(o.lag(reset) for o in offsets.values())
         current = len(capacities)
+        changed = {m for tp, m in owners.items() if self._owners.get(tp) != m}
+        changed.update(m for tp, m in self._owners.items() if owners.get(tp) != m)
         if self._last is not None and now > self._last[0]:
+            then = self._last[0]
+            starting = {m for m, t in self._changed_at.items() if t > then - STARTING}
             step = _interval(now, self._last, offsets, owners=owners, capacities=capacities,
-                             reset=reset, owners_before=self._owners)  # fmt: skip
+                             reset=reset, starting=starting | changed)  # fmt: skip
             self._window.append((now, step))
         self._last = (now, dict(offsets))
         self._owners = dict(owners)
+        self._changed_at = {m: t for m, t in self._changed_at.items() if t > now - STARTING}
+        self._changed_at.update(dict.fromkeys(changed, now))
         while self._window and self._window[0][0] < now - self.rule.rate_window:
             self._window.popleft()
         if not self._window:
@@ -101,7 +117,10 @@ class Recommender:
             self._member_rate = sum(i.busy_processed for _, i in self._window) / busy
         rate = self._member_rate
         if rate is None or rate <= 0:
-            why = "members keep up; what one can process is not measured until one has a backlog"
+            why = (
+                "members keep up or are starting; what one can process is measured once one"
+                f" has a backlog on partitions it has held for {STARTING:g} s"
+            )
             return self._settle(now, Sizing(current, current, input_rate, None, backlog, why))
         mean_capacity = sum(capacities.values()) / current if current else 1.0
         need = (input_rate * (1 + self.rule.headroom) + backlog / self.rule.drain_time) / (
@@ -156,13 +175,9 @@ def _interval(
     owners: Mapping[TopicPartition, str],
     capacities: Mapping[str, float],
     reset: str,
-    owners_before: Mapping[TopicPartition, str],
+    starting: set[str],
 ) -> _Interval:
     then, before = last
-    # A member whose partitions changed within the interval was starting on new ones
-    # (connecting, fetching, waiting for a grant): what it did then is not its rate.
-    changed = {m for tp, m in owners.items() if owners_before.get(tp) != m}
-    changed.update(m for tp, m in owners_before.items() if owners.get(tp) != m)
     arrived = 0
     processed: dict[str, int] = {}
     lag_before: dict[str, int] = {}
@@ -185,7 +200,7 @@ def _interval(
     busy = [
         m
         for m, done in processed.items()
-        if m not in changed
+        if m not in starting
         and min(lag_before.get(m, 0), lag_after.get(m, 0)) > max(1.0, done / seconds)
     ]
     return _Interval(
