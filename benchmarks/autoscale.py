@@ -21,7 +21,8 @@ a new pod starts ``--start-delay`` s after it is asked for.
 
 Measured from the lag the driver reads itself (log-end minus committed offsets, every
 second), from the change's start to the end: ``drained_s`` (until the lag is back under
-``--drained-lag`` having been over it), ``backlog_s`` (all the time over it),
+``--drained-s`` seconds of the input having been over it: records in flight between
+commits are always there), ``backlog_s`` (all the time over it),
 ``peak_lag``, ``lag_area`` (record-seconds), ``replica_changes``, ``replica_s`` (pods x
 seconds: the bill), ``moved`` (partitions whose reader changed, from what the members
 report) and ``read_twice`` (offsets processed by more than one read, from the offset
@@ -294,7 +295,7 @@ def figures(
     """The figures from the change's start (``--warmup`` s in) to the end."""
     t0 = a.warmup
     span = [(t, v) for t, v in lag if t >= t0]
-    over = [v > a.drained_lag for _, v in span]
+    over = [v > a.drained_s * input_rate(a, t) for t, v in span]
     drained = 0.0
     if any(over):
         first = over.index(True)
@@ -356,6 +357,9 @@ async def one_policy(
             ctl.send_signal(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 ctl.wait(60)
+    if a.timeline:
+        with Path(a.timeline).open("a") as out:
+            out.write(json.dumps({"policy": policy, "lag": lag, "replicas": replicas}) + "\n")
     return figures(a, lag, changes, fleet, replicas)
 
 
@@ -374,6 +378,10 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
         return out
 
     return await with_brokers("ballast-autoscale-", a.broker, body)
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
 
 
 def main() -> None:
@@ -398,9 +406,14 @@ def main() -> None:
     p.add_argument("--start-delay", type=float, default=10.0, help="a new pod's start (s)")
     p.add_argument("--lag-threshold", type=int, default=500, help="KEDA's lagThreshold")
     p.add_argument("--drain-time", type=float, default=60.0, help="Ballast's drain_time (s)")
-    p.add_argument("--drained-lag", type=int, default=500, help="lag counted as drained")
+    p.add_argument(
+        "--drained-s", type=float, default=2.0,
+        help="drained: a lag of at most this many seconds of the input at that moment",
+    )  # fmt: skip
+    p.add_argument("--timeline", help="write each policy's lag and replicas over time here")
     p.add_argument("--json", action="store_true", help="one JSON line")
     a = p.parse_args()
+    signal.signal(signal.SIGTERM, _interrupt)  # stop as Ctrl-C does: everything it started
     out = asyncio.run(run(a))
     if a.json:
         print(json.dumps(out))
