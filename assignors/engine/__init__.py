@@ -115,8 +115,9 @@ class IncrementalAssignor(Steps):
             eng._build_heaps()  # ready for the first event
         if gc.isenabled():
             # The build's objects sit in the young generation, and the first collections
-            # after it walk them all, billed to the first event (docs/assignors.md, "Lag
-            # table and the collector"). The build pays them instead; it outlives them.
+            # after it walk them all, billed to the first event (measured in
+            # benchmarks/results/assignors-history.md, "Lag table and the collector").
+            # The build pays them instead; it outlives them.
             gc.collect(1)
         return eng, change
 
@@ -192,7 +193,7 @@ class IncrementalAssignor(Steps):
         With the collector paused, as in a build: an event allocates a few thousand
         tracked objects and frees most of them, but unpaused those allocations set off
         young collections and, now and then, a full one over the whole engine (measured
-        in docs/assignors.md, "Lag table and the collector")."""
+        in benchmarks/results/assignors-history.md, "Lag table and the collector")."""
         with collector_paused():
             return self._apply(events)
 

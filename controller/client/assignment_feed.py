@@ -50,7 +50,7 @@ class AssignmentFeed:
         self.changed = asyncio.Event()
         # Kafka answers a waiting fetch as soon as a record lands, so the wait only sets
         # how often an idle reader asks; a broker that answers late delivers records
-        # sooner with less (docs/operations.md, "Failover").
+        # sooner with less (docs/performance.md, "Failover").
         self.reader = AIOKafkaConsumer(
             **kafka,
             enable_auto_commit=False,
