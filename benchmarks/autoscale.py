@@ -91,6 +91,7 @@ class Fleet:
     moves: list[float] = field(default_factory=list)
     readers: list[asyncio.Task[None]] = field(default_factory=list)
     serial: int = 0
+    crashes: int = 0
 
     @property
     def replicas(self) -> int:
@@ -129,9 +130,9 @@ class Fleet:
         self.pending.pop(name, None)
         self.pods[name] = proc
         self.born[name] = time.monotonic()
-        self.readers.append(asyncio.create_task(self._read(proc)))
+        self.readers.append(asyncio.create_task(self._read(name, proc)))
 
-    async def _read(self, proc: asyncio.subprocess.Process) -> None:
+    async def _read(self, name: str, proc: asyncio.subprocess.Process) -> None:
         assert proc.stdout is not None
         while line := await proc.stdout.readline():
             event = json.loads(line)
@@ -142,6 +143,11 @@ class Fleet:
                 if before is not None and before != event["m"]:
                     self.moves.append(time.monotonic() - self.started)
                 self.owner[p] = event["m"]
+        if self.pods.get(name) is proc:  # it died unasked: restarted, as a kubelet does
+            self.crashes += 1
+            print(f"{self.policy}: {name} exited {await proc.wait()}", file=sys.stderr)
+            del self.pods[name]
+            self.pending[name] = asyncio.create_task(self._start(name))
 
     async def stop(self) -> None:
         for task in self.pending.values():
@@ -314,6 +320,7 @@ def figures(
         "replica_s": round(pod_s),
         "moved": sum(1 for t in fleet.moves if t >= t0),
         "read_twice": fleet.read_twice(),
+        "pod_crashes": fleet.crashes,
         "replicas": [[round(t), n] for t, n in changes],
     }
 
