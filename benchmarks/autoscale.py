@@ -92,6 +92,7 @@ class Fleet:
     readers: list[asyncio.Task[None]] = field(default_factory=list)
     serial: int = 0
     crashes: int = 0
+    closing: bool = False
 
     @property
     def replicas(self) -> int:
@@ -143,13 +144,14 @@ class Fleet:
                 if before is not None and before != event["m"]:
                     self.moves.append(time.monotonic() - self.started)
                 self.owner[p] = event["m"]
-        if self.pods.get(name) is proc:  # it died unasked: restarted, as a kubelet does
+        if not self.closing and self.pods.get(name) is proc:  # died unasked: restarted
             self.crashes += 1
             print(f"{self.policy}: {name} exited {await proc.wait()}", file=sys.stderr)
             del self.pods[name]
             self.pending[name] = asyncio.create_task(self._start(name))
 
     async def stop(self) -> None:
+        self.closing = True
         for task in self.pending.values():
             task.cancel()
         for proc in self.pods.values():
