@@ -8,7 +8,8 @@ back, linearly, over ``--step`` s). A scaler loop acts as Kubernetes' HPA does o
 KEDA ScaledObject: every ``--sync`` s it reads the metric, ignores a change within 10 %
 (HPA's tolerance), scales up at most to max(2 x, +4) per period, scales down only to the
 highest recommendation of the last ``--stabilization`` s, within ``--min``/``--max``;
-a new pod starts ``--start-delay`` s after it is asked for.
+a new pod starts ``--start-delay`` s after it is asked for. The loop starts with the
+change: until then both fleets run ``--initial`` pods, which keep up with the input.
 
 - ``ballast``: ``ballast run`` with ``groups[].autoscale`` (lag polled every second); the
   metric is its recommended member count (what its KEDA scaler serves, target 1 a
@@ -251,6 +252,7 @@ async def scale(
     changes: list[tuple[float, int]],
 ) -> None:  # fmt: skip
     hpa = Hpa(a)
+    await asyncio.sleep(a.warmup)  # both policies meet the change with --initial pods
     while True:
         await asyncio.sleep(a.sync)
         now = time.monotonic() - fleet.started
@@ -404,10 +406,10 @@ def main() -> None:
     p.add_argument("--input", type=float, default=250.0, help="records/s before the change")
     p.add_argument("--factor", type=float, default=3.0, help="the change's peak multiple")
     p.add_argument("--member-rate", type=float, default=100.0, help="records/s a pod does")
-    p.add_argument("--warmup", type=float, default=60.0, help="s before the change")
+    p.add_argument("--warmup", type=float, default=120.0, help="s before the change")
     p.add_argument("--step", type=float, default=300.0, help="the change's length (s)")
     p.add_argument("--after", type=float, default=420.0, help="s measured after it")
-    p.add_argument("--initial", type=int, default=3, help="pods at the start")
+    p.add_argument("--initial", type=int, default=4, help="pods until the change")
     p.add_argument("--min", type=int, default=2)
     p.add_argument("--max", type=int, default=24)
     p.add_argument("--sync", type=float, default=15.0, help="HPA's sync period (s)")

@@ -1,5 +1,6 @@
 """How many members a group needs: from the offsets each lag poll reads, the input rate
-(log-end deltas), what a member processes per unit of capacity when it has work waiting
+(log-end deltas: over the window, or the last ``RISE`` s when higher), what a member
+processes per unit of capacity when it has work waiting
 (committed deltas of the partitions it holds), and the backlog; enough members to keep up
 with ``headroom`` to spare and to drain the backlog within ``drain_time``.
 
@@ -28,6 +29,8 @@ from typing import NamedTuple
 from assignors import TopicPartition
 from controller.wire.offsets import PartitionOffsets
 
+#: The input rate is the higher of the window's and the last this many seconds'.
+RISE = 5.0
 #: A member's first seconds on partitions it was given (connecting, finding its offsets,
 #: its first fetches; a whole pod starting) are not its rate: its intervals count from
 #: this long after its partitions last changed.
@@ -110,8 +113,9 @@ class Recommender:
             return self._settle(
                 now, Sizing(current, current, None, None, backlog, "measuring: one lag poll so far")
             )
-        seconds = sum(i.seconds for _, i in self._window)
-        input_rate = sum(i.arrived for _, i in self._window) / seconds
+        # A rise in the input counts at once (the last few seconds), a fall over the whole
+        # window: a window's mean lags a step up by half the window, a backlog's growth.
+        input_rate = max(_arrival_rate(self._window), _arrival_rate(self._window, now - RISE))
         busy = sum(i.busy_capacity * i.seconds for _, i in self._window)
         if busy > 0:
             self._member_rate = sum(i.busy_processed for _, i in self._window) / busy
@@ -165,6 +169,11 @@ def remove_first(
         return []
     ranked = sorted(member_lag, key=lambda m: (member_lag[m] / capacities.get(m, 1.0), m))
     return ranked[:surplus]
+
+
+def _arrival_rate(window: deque[tuple[float, _Interval]], since: float = -math.inf) -> float:
+    recent = [i for t, i in window if t > since] or [window[-1][1]]
+    return sum(i.arrived for i in recent) / sum(i.seconds for i in recent)
 
 
 def _interval(
