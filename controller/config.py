@@ -360,7 +360,8 @@ class AutoscaleSettings(_Section):
     headroom: Annotated[float, Field(ge=0, le=10)] = 0.2
     #: The backlog should be drained within this time.
     drain_time: PositiveDuration = 600.0
-    #: Input and processing rates are measured over this window.
+    #: Input and processing rates are measured over this window (a rise in the input
+    #: counts over its last 5 s).
     rate_window: PositiveDuration = 60.0
     #: A lower count is recommended only once every recommendation of this long was lower.
     scale_down_delay: Duration = 300.0
