@@ -126,6 +126,7 @@ def test_a_rise_in_the_input_counts_at_once_a_fall_over_the_window() -> None:
     assert s.input_rate == pytest.approx(1200, rel=0.01)
     f.run(5, 400)
     s = _observe(r, f, 40.0)
+    assert s.input_rate is not None
     assert s.input_rate > 500  # the window's mean, with the rise in it
 
 
