@@ -104,10 +104,13 @@ async def test_join_leave_crash_and_restart_with_mqtt_presence(
         invalid = ctl.metrics.invalid.labels("presence")._value.get()
 
     # Restart of the controller and of every member: recovered from the topic, nothing
-    # moves, the epoch goes up. Each new process gets its grant issued again, to it.
+    # moves, the epoch goes up. Each new process gets its grant issued again, to it. The
+    # old processes' Wills may reach the broker after the new controller subscribed: it
+    # then publishes their absence (one generation more), and keeps their grants.
     async with running(cfg) as ctl2, fleet_for(kafka, mqtt, group) as fleet2:
         g = ctl2.groups[group]
-        assert g.state.reconciler.generation == generation
+        assert generation <= g.state.reconciler.generation <= generation + 1
+        assert g.state.reconciler.granted == held
         assert g.epoch == 2
         for name in held:
             await fleet2.join(name, [topic])
@@ -117,7 +120,7 @@ async def test_join_leave_crash_and_restart_with_mqtt_presence(
         await asyncio.sleep(1.5)  # past rebalance_delay and leave_grace
         assert g.state.reconciler.granted == held
         assert {m.name: m.partitions for m in fleet2.members.values()} == held
-        assert generation < g.state.reconciler.generation <= generation + len(held)
+        assert generation < g.state.reconciler.generation <= generation + 1 + len(held)
     assert violations == []
     assert invalid == 0
 
