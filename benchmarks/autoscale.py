@@ -11,7 +11,8 @@ highest recommendation of the last ``--stabilization`` s, within ``--min``/``--m
 a new pod starts ``--start-delay`` s after it is asked for. The loop starts with the
 change: until then both fleets run ``--initial`` pods, which keep up with the input.
 
-- ``ballast``: ``ballast run`` with ``groups[].autoscale`` (lag polled every second); the
+- ``ballast``: ``ballast run`` with ``groups[].autoscale`` (lag polled every second,
+  ``start_time`` the pod start, ``scale_down_delay`` ``--scale-down-delay``); the
   metric is its recommended member count (what its KEDA scaler serves, target 1 a
   replica); the fleet consumes through Ballast (lag-aware placement: members that join
   for a backlog take it); a scale-in stops the members the recommendation names
@@ -287,7 +288,8 @@ def daemon(a: argparse.Namespace, work: Path, kafka: str, mqtt_port: int, group:
         "rebalance: {delay: 500ms, leave_grace: 10s, handoff_timeout: 15s}\n"
         "lag: {source: poll, poll_interval: 1s}\n"
         f"groups: [{{name: {group}, autoscale: {{min_members: {a.min}, max_members: {a.max}, "
-        f"drain_time: {a.drain_time}s, rate_window: 30s, scale_down_delay: 0s}}}}]\n"
+        f"drain_time: {a.drain_time}s, start_time: {a.start_delay}s, rate_window: 30s, "
+        f"scale_down_delay: {a.scale_down_delay}s}}}}]\n"
         f"http: {{port: {port}}}\n"
         "logging: {format: json, level: warning}\n"
     )
@@ -417,6 +419,11 @@ def main() -> None:
     p.add_argument("--start-delay", type=float, default=10.0, help="a new pod's start (s)")
     p.add_argument("--lag-threshold", type=int, default=500, help="KEDA's lagThreshold")
     p.add_argument("--drain-time", type=float, default=60.0, help="Ballast's drain_time (s)")
+    p.add_argument(
+        "--scale-down-delay", type=float, default=60.0,
+        help="Ballast's scale_down_delay (s): its recommendations agree this long before a"
+        " step down (the HPA's stabilization applies after it, as to KEDA's)",
+    )  # fmt: skip
     p.add_argument(
         "--drained-s", type=float, default=2.0,
         help="drained: a lag of at most this many seconds of the input at that moment",

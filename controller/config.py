@@ -356,14 +356,20 @@ class AutoscaleSettings(_Section):
     min_members: Annotated[int, Field(ge=1, le=100_000)] = 1
     #: Never recommend more (nor more than the group has partitions).
     max_members: Annotated[int, Field(ge=1, le=100_000)] = 100
-    #: Spare processing capacity to keep: 0.2 recommends 20 % more than the input needs.
+    #: Spare processing capacity to keep: 0.2 recommends 20 % more than the input needs
+    #: for the member holding the most partitions; a scale-up leaves twice as much, a
+    #: scale-down waits until the members would keep more than twice.
     headroom: Annotated[float, Field(ge=0, le=10)] = 0.2
     #: The backlog should be drained within this time.
     drain_time: PositiveDuration = 600.0
+    #: From asking for a member to its processing (a pod scheduled, pulled, started and
+    #: connected): the backlog grows meanwhile, and is counted as it will be then.
+    start_time: Duration = 30.0
     #: Input and processing rates are measured over this window (a rise in the input
     #: counts over its last 5 s).
     rate_window: PositiveDuration = 60.0
-    #: A lower count is recommended only once every recommendation of this long was lower.
+    #: A lower count is recommended only once every recommendation of this long was
+    #: lower, and those agree within a quarter (at most two delays more).
     scale_down_delay: Duration = 300.0
 
     @model_validator(mode="after")
@@ -371,6 +377,11 @@ class AutoscaleSettings(_Section):
         if self.min_members > self.max_members:
             raise ValueError(
                 f"min_members ({self.min_members}) is above max_members ({self.max_members})"
+            )
+        if self.start_time >= self.drain_time:
+            raise ValueError(
+                f"start_time ({self.start_time:g} s) is not below drain_time"
+                f" ({self.drain_time:g} s): the backlog could never be drained in time"
             )
         return self
 

@@ -9,9 +9,16 @@ waiting at both ends of a poll interval) and has held the same partitions for
 ``STARTING`` s: a member that keeps up processes what arrives, which says nothing of how
 much more it could, and one that was just given partitions is still starting on them.
 Until some member has been busy, the recommendation is the current count, and says why.
-Scaling up follows the measurement at once; scaling down only once every recommendation
-of the last ``scale_down_delay`` was lower (HPA's downscale stabilization), so the count
-does not flap with the input.
+
+Partitions are whole: the member holding the most partitions, not the mean one, must keep
+its headroom. The backlog counted is the one there will be when members asked for now
+start working (``start_time`` on). The count moves in a band: up once the members there
+are keep less than ``headroom`` spare, to twice the headroom (a rising input does not ask
+again at the next poll), down once they would keep more than twice. Scaling up follows
+the measurement at once; scaling down only once every recommendation of the last
+``scale_down_delay`` was lower (HPA's downscale stabilization) and those agree (the input
+has stopped falling: one step down, not a stair), so the count does not flap with the
+input.
 
 State stays bounded: the previous poll and its owners (one entry a partition each), the
 members whose partitions changed in the last ``STARTING`` s, and four numbers per poll
@@ -45,6 +52,12 @@ class AutoscaleRule:
     drain_time: float
     rate_window: float
     scale_down_delay: float
+    #: From asking for a member to its processing (a pod scheduled, started, connected).
+    start_time: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.start_time < self.drain_time:
+            raise ValueError(f"start_time {self.start_time:g} s is not below drain_time")
 
 
 class Sizing(NamedTuple):
@@ -82,6 +95,10 @@ class Recommender:
     _raw: deque[tuple[float, int]] = field(default_factory=deque)
     #: The last measured per-capacity rate, kept while no member is busy.
     _member_rate: float | None = None
+    #: The last recommendation, and since when a lower one has waited for the input to
+    #: stop falling.
+    _desired: int | None = None
+    _lower_since: float | None = None
 
     def observe(
         self,
@@ -126,20 +143,29 @@ class Recommender:
                 f" has a backlog on partitions it has held for {STARTING:g} s"
             )
             return self._settle(now, Sizing(current, current, input_rate, None, backlog, why))
+        r = self.rule
         mean_capacity = sum(capacities.values()) / current if current else 1.0
-        need = (input_rate * (1 + self.rule.headroom) + backlog / self.rule.drain_time) / (
-            rate * mean_capacity
+        per_member = rate * mean_capacity
+        # The backlog when members asked for now start: what the members there cannot
+        # process meanwhile adds to it, and it must be gone ``drain_time`` from now.
+        behind = backlog + max(0.0, input_rate - current * per_member) * r.start_time
+        drain = behind / (r.drain_time - r.start_time)
+        low, high = (
+            _members_for(input_rate * (1 + spare), drain, per_member, len(offsets))
+            for spare in (r.headroom, 2 * r.headroom)
         )
-        raw = math.ceil(round(need, 6))
+        raw = current if low <= current <= high else high
+        spare = _span(round(r.headroom * 100), round(r.headroom * 200), "%")
         reason = (
             f"input {input_rate:,.0f} rec/s, {rate:,.0f} rec/s per member, "
-            f"backlog {_count(backlog)} to drain in {_duration(self.rule.drain_time)}"
+            f"backlog {_count(behind)} to drain in {_duration(r.drain_time)} "
+            f"({_span(low, high)} members keep {spare} spare)"
         )
         return self._settle(now, Sizing(raw, current, input_rate, rate, backlog, reason))
 
     def _settle(self, now: float, found: Sizing) -> Sizing:
-        """Bounds, then the scale-down delay: the highest recommendation of the delay.
-        ``found.desired`` is the measurement's own count."""
+        """Bounds, then the scale-down delay: the highest recommendation of the delay,
+        and lower only once those agree. ``found.desired`` is the measurement's own count."""
         r, raw = self.rule, found.desired
         partitions = len(self._last[1]) if self._last else 0
         ceiling = max(r.min_members, min(r.max_members, partitions or r.max_members))
@@ -147,12 +173,29 @@ class Recommender:
         self._raw.append((now, bounded))
         while self._raw and self._raw[0][0] < now - r.scale_down_delay:
             self._raw.popleft()
-        desired = max(v for _, v in self._raw)
+        recent = [v for _, v in self._raw]
+        desired = max(recent)
         notes = []
         if bounded != raw:
             notes.append(f"bounded to {bounded} by min {r.min_members}, max {ceiling}")
-        if desired > bounded:
+        last, falling = self._desired, False
+        if last is None or desired >= last:
+            self._lower_since = None
+        else:
+            # Every recommendation of the delay was lower. While they still fall (they
+            # disagree by more than a quarter), hold: one step down at the bottom, not a
+            # stair behind the input; at most two delays more, so noise cannot hold it.
+            since = self._lower_since = self._lower_since or now
+            falling = desired - min(recent) > max(1, desired // 4)
+            if falling and now - since < 2 * r.scale_down_delay:
+                desired = last
+            else:
+                falling, self._lower_since = False, None
+        if falling:
+            notes.append(f"held at {desired} while the input falls")
+        elif desired > bounded:
             notes.append(f"held at {desired} by the scale-down delay")
+        self._desired = desired
         text = f"{found.reason} -> {desired}" + "".join(f" ({n})" for n in notes)
         return found._replace(desired=desired, reason=text)
 
@@ -169,6 +212,18 @@ def remove_first(
         return []
     ranked = sorted(member_lag, key=lambda m: (member_lag[m] / capacities.get(m, 1.0), m))
     return ranked[:surplus]
+
+
+def _members_for(keep_up: float, drain: float, per_member: float, partitions: int) -> int:
+    """The fewest members that process ``keep_up + drain`` records/s, the one holding the
+    most partitions of an even spread keeping up with its share of ``keep_up`` (the
+    partitions taken as carrying the input alike: 24 at 31 rec/s each on 11 members of 100
+    rec/s leave two holding 3, with 6 % spare; 12 hold 2 each)."""
+    total = math.ceil(round((keep_up + drain) / per_member, 6))
+    if keep_up <= 0 or partitions == 0:
+        return total
+    most = math.floor(round(partitions * per_member / keep_up, 6))
+    return max(total, math.ceil(partitions / most) if most else partitions)
 
 
 def _arrival_rate(window: deque[tuple[float, _Interval]], since: float = -math.inf) -> float:
@@ -220,11 +275,16 @@ def _interval(
     )
 
 
-def _count(n: int) -> str:
+def _span(low: float, high: float, unit: str = "") -> str:
+    text = f"{low:g}" if low == high else f"{low:g} to {high:g}"
+    return f"{text} {unit}" if unit else text
+
+
+def _count(n: float) -> str:
     for size, unit in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
         if n >= size:
             return f"{n / size:.1f} {unit}"
-    return str(n)
+    return f"{n:.0f}"
 
 
 def _duration(seconds: float) -> str:

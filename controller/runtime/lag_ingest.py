@@ -43,7 +43,7 @@ class LagIngest:
         self._rules = {
             g.name: AutoscaleRule(
                 a.min_members, a.max_members, a.headroom, a.drain_time, a.rate_window,
-                a.scale_down_delay,
+                a.scale_down_delay, a.start_time,
             )
             for g in cfg.groups
             if (a := g.autoscale) is not None

@@ -229,6 +229,8 @@ def test_an_override_with_one_underscore_is_named_not_ignored() -> None:
         ("{name: g, autoscale: {min_members: 5, max_members: 2}}", "min_members .5. is above"),
         ("{name: g, autoscale: {headroom: -1}}", "headroom"),
         ("{name: g, autoscale: {drain_time: 0s}}", "drain_time"),
+        ("{name: g, autoscale: {drain_time: 20s}}", r"start_time \(30 s\) is not below drain_time"),
+        ("{name: g, autoscale: {start_time: -1s}}", "start_time"),
         ("{name: g, autoscale: {min_members: 0}}", "min_members"),
     ],
 )

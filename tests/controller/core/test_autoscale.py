@@ -3,6 +3,8 @@ the busy rule, capacity, bounds, the scale-down delay, bounded state."""
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
 
 import pytest
@@ -85,10 +87,13 @@ def test_busy_members_give_their_rate_and_the_count_that_keeps_up_and_drains() -
         s = _observe(r, f, float(t))
     assert s.member_rate == pytest.approx(100, rel=0.01)
     assert s.input_rate == pytest.approx(400, rel=0.01)
-    # (400 * 1.2 + backlog / 60) / 100
-    assert s.desired == -(-(480 + s.backlog / 60) // 100)
+    # 2 members are too few: up to the count with twice the headroom,
+    # (400 * 1.4 + backlog / 60) / 100
+    assert s.desired == -(-(560 + s.backlog / 60) // 100)
     assert re.match(r"input 40\d rec/s, 100 rec/s per member, backlog ", s.reason)
-    assert s.reason.endswith(f"to drain in 1 min -> {s.desired}")
+    assert s.reason.endswith(
+        f"to drain in 1 min (8 to {s.desired} members keep 20 to 40 % spare) -> {s.desired}"
+    )
 
 
 def test_a_member_starting_on_new_partitions_does_not_count_as_slow() -> None:
@@ -139,7 +144,7 @@ def test_capacity_weighs_the_rate_per_member() -> None:
         f.run(5, 1000)
         s = _observe(r, f, float(t))
     assert s.member_rate == pytest.approx(100, rel=0.01)  # per unit of capacity
-    assert s.desired == -(-(1200 + s.backlog / 60) // 200)  # members of capacity 2
+    assert s.desired == -(-(1400 + s.backlog / 60) // 200)  # members of capacity 2
 
 
 def test_bounds_are_max_members_and_the_partition_count() -> None:
@@ -215,3 +220,109 @@ def test_scale_in_stops_the_members_holding_the_least_lag_per_capacity() -> None
     assert remove_first(2, lag, caps) == ["d", "c", "b"]  # b and e tie: by name
     assert remove_first(5, lag, caps) == []
     assert remove_first(9, lag, caps) == []
+
+
+def _measured(rule: AutoscaleRule, partitions: int, rate: float) -> tuple[Recommender, Fleet]:
+    """Two members of 100 rec/s, busy under ``rate``: the member rate is measured."""
+    r = Recommender(rule)
+    f = Fleet(partitions, {"a": 1, "b": 1}, 100)
+    f.run(60, rate)
+    for t in range(0, 35, 5):
+        f.run(5, rate)
+        _observe(r, f, float(t))
+    return r, f
+
+
+def _resize(f: Fleet, n: int) -> None:
+    f.members = {f"m{i:02d}": 1 for i in range(n)}
+    f.owners = {tp: sorted(f.members)[i % n] for i, tp in enumerate(f.tps)}
+
+
+NO_BACKLOG = AutoscaleRule(1, 100, 0.2, 1e9, 30.0, 0.0)  # a backlog weighs nothing
+
+
+def test_the_member_holding_the_most_partitions_keeps_the_headroom() -> None:
+    """750 rec/s over 24 partitions, members of 100 rec/s: 9 members process it with 20 %
+    to spare on average, but 6 of them hold 3 partitions (94 rec/s: 6 % spare) and drain
+    a backlog at 6 rec/s. With 2 partitions each, 12."""
+    r, f = _measured(NO_BACKLOG, 24, 750)
+    f.run(5, 750)
+    s = _observe(r, f, 35.0)
+    assert s.input_rate == pytest.approx(750, rel=0.01)
+    assert s.desired == 12
+    assert "(12 members keep 20 to 40 % spare)" in s.reason
+
+
+def test_the_backlog_counted_is_the_one_there_when_new_members_start() -> None:
+    """While asked-for members start (``start_time``), the two there fall further behind
+    at 400 - 200 rec/s; the backlog must still be gone ``drain_time`` from now."""
+    started = AutoscaleRule(1, 100, 0.2, 60.0, 30.0, 120.0, start_time=20.0)
+    at_once = AutoscaleRule(1, 100, 0.2, 60.0, 30.0, 120.0)
+    (r, f), (q, g) = _measured(started, 24, 400), _measured(at_once, 24, 400)
+    s, now = _observe(r, f, 35.0), _observe(q, g, 35.0)
+    assert s.backlog == now.backlog
+    assert s.input_rate is not None
+    assert s.member_rate is not None
+    behind = s.backlog + (s.input_rate - 2 * s.member_rate) * 20
+    assert s.desired == math.ceil((s.input_rate * 1.4 + behind / 40) / s.member_rate)
+    assert f"backlog {behind / 1000:.1f} k to drain in 1 min" in s.reason
+    assert s.desired > now.desired
+    with pytest.raises(ValueError, match="start_time 60 s is not below drain_time"):
+        AutoscaleRule(1, 100, 0.2, 60.0, 30.0, 120.0, start_time=60.0)
+
+
+def test_a_count_between_the_headroom_and_twice_it_is_kept() -> None:
+    """The band: 400 rec/s at 100 a member keeps 20 % spare with 5 and 40 % with 6 (24
+    partitions: 5 members hold 5 each, 6 hold 4). 5 or 6 members stay; 4 and 9 go to 6."""
+    r, f = _measured(NO_BACKLOG, 24, 400)
+    t = 35.0
+    for n, want in ((5, 5), (6, 6), (4, 6), (9, 6)):
+        _resize(f, n)
+        f.run(60, 400)  # the backlog drains (or not: 4)
+        f.done = dict(f.end)  # and is gone: the band alone
+        t += 60
+        s = _observe(r, f, t)
+        assert (s.current, s.desired) == (n, want), s.reason
+        assert "(5 to 6 members keep 20 to 40 % spare)" in s.reason
+
+
+def test_the_count_steps_down_once_when_the_input_stops_falling() -> None:
+    """The input falls from 1 000 to 200 rec/s over 200 s: each lower recommendation
+    after the delay was a step down of its own (a stair behind the input, every step a
+    rebalance: 24, 12, 8, 6, 5, 4, 3). It is now held until the recommendations of the
+    delay agree, then a step to the bottom (within a member: 4 then 3)."""
+    r, f = _measured(RULE, 24, 1000)
+    _resize(f, 24)
+    t, counts = 35.0, []
+    for second in range(0, 900, 5):
+        rate = 1000 - 800 * min(1.0, max(0.0, (second - 100) / 200))
+        f.run(5, rate)
+        t += 5
+        counts.append(_observe(r, f, t).desired)
+    steps = [b for a, b in itertools.pairwise(counts) if b < a]
+    assert counts[0] == 24  # 1 000 rec/s: 24 members of 1 partition keep 40 % spare
+    assert steps[-1] == 3  # 200 rec/s with 40 % spare: 3 members
+    assert len(steps) <= 2
+
+
+def test_recommendations_that_never_agree_hold_the_count_two_delays_at_most() -> None:
+    """An input that swings between 700 and 100 rec/s keeps the recommendations of the
+    delay apart (12 and 6): held as a fall, but not for ever: one step down two delays
+    after the first lower one."""
+    r, f = _measured(RULE, 24, 1000)
+    _resize(f, 24)
+    t, seen = 35.0, []
+    for second in range(0, 800, 5):
+        f.run(5, 1000 if second < 100 else (700 if second % 10 else 100))
+        t += 5
+        seen.append((second, _observe(r, f, t)))
+    downs = [
+        (at, b.desired) for (_, a), (at, b) in itertools.pairwise(seen) if b.desired < a.desired
+    ]
+    assert seen[0][1].desired == 24
+    assert any("while the input falls" in s.reason for _, s in seen)
+    assert len(downs) == 1
+    at, to = downs[0]
+    # lower for a delay from 100 s: held from 220 s, for two delays more
+    assert 100 + 3 * RULE.scale_down_delay - 5 <= at <= 100 + 3 * RULE.scale_down_delay + 10
+    assert to == 12
