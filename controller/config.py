@@ -369,7 +369,7 @@ class AutoscaleSettings(_Section):
     #: counts over its last 5 s).
     rate_window: PositiveDuration = 60.0
     #: A lower count is recommended only once every recommendation of this long was
-    #: lower, and those agree within a quarter (at most two delays more).
+    #: lower, and those agree within 10 % (at most two delays more).
     scale_down_delay: Duration = 300.0
 
     @model_validator(mode="after")

@@ -16,9 +16,9 @@ start working (``start_time`` on). The count moves in a band: up once the member
 are keep less than ``headroom`` spare, to twice the headroom (a rising input does not ask
 again at the next poll), down once they would keep more than twice. Scaling up follows
 the measurement at once; scaling down only once every recommendation of the last
-``scale_down_delay`` was lower (HPA's downscale stabilization) and those agree (the input
-has stopped falling: one step down, not a stair), so the count does not flap with the
-input.
+``scale_down_delay`` was lower (HPA's downscale stabilization) and those agree within 10 %
+(the input has stopped falling: one step down, not a stair), so the count does not flap
+with the input.
 
 State stays bounded: the previous poll and its owners (one entry a partition each), the
 members whose partitions changed in the last ``STARTING`` s, and four numbers per poll
@@ -183,10 +183,11 @@ class Recommender:
             self._lower_since = None
         else:
             # Every recommendation of the delay was lower. While they still fall (they
-            # disagree by more than a quarter), hold: one step down at the bottom, not a
-            # stair behind the input; at most two delays more, so noise cannot hold it.
+            # differ by more than HPA's 10 % tolerance), hold: one step down at the
+            # bottom, not a stair behind the input; at most two delays more, so that
+            # noise cannot hold it.
             since = self._lower_since = self._lower_since or now
-            falling = desired - min(recent) > max(1, desired // 4)
+            falling = desired - min(recent) > desired // 10
             if falling and now - since < 2 * r.scale_down_delay:
                 desired = last
             else:
