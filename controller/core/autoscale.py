@@ -13,7 +13,7 @@ Until some member has been busy, the recommendation is the current count, and sa
 Partitions are whole: the member holding the most partitions, not the mean one, must keep
 its headroom. The backlog counted is the one there will be when members asked for now
 start working (``start_time`` on). The count moves in a band: up once the members there
-are keep less than ``headroom`` spare, to twice the headroom (a rising input does not ask
+keep less than ``headroom`` spare, to twice the headroom (a rising input does not ask
 again at the next poll), down once they would keep more than twice. Scaling up follows
 the measurement at once; scaling down only once every recommendation of the last
 ``scale_down_delay`` was lower (HPA's downscale stabilization) and those agree within 10 %
@@ -186,7 +186,9 @@ class Recommender:
             # differ by more than HPA's 10 % tolerance), hold: one step down at the
             # bottom, not a stair behind the input; at most two delays more, so that
             # noise cannot hold it.
-            since = self._lower_since = self._lower_since or now
+            if self._lower_since is None:  # (a mock clock's 0.0 is a time too)
+                self._lower_since = now
+            since = self._lower_since
             falling = desired - min(recent) > desired // 10
             if falling and now - since < 2 * r.scale_down_delay:
                 desired = last

@@ -55,12 +55,7 @@ async def test_slow_members_get_a_recommendation_to_scale_out(
     await embedded.create_topics(kafka.address, {topic: PARTITIONS})
     cfg = make_config(kafka, mqtt, group, lag={"source": "poll", "poll_interval": 0.5})
     rule = AutoscaleSettings(
-        min_members=1,
-        max_members=50,
-        drain_time=20.0,
-        rate_window=4.0,
-        scale_down_delay=0.0,
-        start_time=2.0,
+        max_members=50, drain_time=20.0, rate_window=4.0, scale_down_delay=0.0, start_time=2.0
     )
     cfg = cfg.model_copy(update={"groups": [GroupSettings(name=group, autoscale=rule)]})
     ctl = Controller(cfg)
