@@ -12,12 +12,13 @@ from typing import Any, NamedTuple
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import TopicAlreadyExistsError, for_code
+from aiokafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError, for_code
 
 from controller import logs
 from controller.adapters.metadata import topic_metadata
 from controller.config import Config
 from controller.errors import InputError
+from controller.wire.metadata import TopicMetadata
 from controller.wire.topic_settings import (
     Unsafe,
     created_configs,
@@ -64,30 +65,13 @@ async def ensure_topic(
     cluster (``metadata_scope``)."""
     meta = await topic_metadata(admin, [name])
     if name not in meta.counts:
-        try:
-            rf = replication_factor(replicas, meta.brokers, "assignments.replication_factor")
-        except ValueError as exc:
-            raise BrokerRefusalError(f"cannot create topic {name!r} ({setting}): {exc}") from None
-        settings = created_configs(rf, compacted=compacted)
-        answer = await admin.create_topics([NewTopic(name, partitions, rf, topic_configs=settings)])
-        for _, code, message in refusals(answer):
-            if code == TopicAlreadyExistsError.errno:  # another replica created it meanwhile
-                return Ensured(await partition_count(admin, name), False, [])
-            raise BrokerRefusalError(
-                f"the brokers refused to create topic {name!r} ({setting}): "
-                f"{for_code(code).__name__}: {message}"
-            )
-        if rf < 3:
-            log.warning(
-                "topic_replication_below_3",
-                topic=name,
-                replicas=rf,
-                brokers=meta.brokers,
-                detail="the cluster has fewer than 3 brokers: the topic does not survive "
-                "the loss of one",
-            )
-        log.info("topic_created", topic=name, partitions=partitions, replicas=rf, configs=settings)
-        return Ensured(partitions, True, [])
+        if await _create(
+            admin, name, partitions, replicas, meta=meta, compacted=compacted, setting=setting
+        ):
+            return Ensured(partitions, True, [])
+        # Another replica created it meanwhile, or the broker asked had not heard of it
+        # yet: either way it exists, and its settings are checked like any found topic's.
+        meta = await _known(admin, name)
     configs = await _described(admin, name)
     policy = configs.get("cleanup.policy")
     if required and (policy is None or "compact" not in policy.split(",")):
@@ -110,6 +94,43 @@ async def ensure_topic(
     return Ensured(meta.counts[name], False, unsafe)
 
 
+async def _create(
+    admin: AIOKafkaAdminClient,
+    name: str,
+    partitions: int,
+    replicas: int | None,
+    *,
+    meta: TopicMetadata,
+    compacted: bool,
+    setting: str,
+) -> bool:
+    """Create the topic; False when the brokers answer that it exists already."""
+    try:
+        rf = replication_factor(replicas, meta.brokers, "assignments.replication_factor")
+    except ValueError as exc:
+        raise BrokerRefusalError(f"cannot create topic {name!r} ({setting}): {exc}") from None
+    settings = created_configs(rf, compacted=compacted)
+    answer = await admin.create_topics([NewTopic(name, partitions, rf, topic_configs=settings)])
+    for _, code, message in refusals(answer):
+        if code == TopicAlreadyExistsError.errno:
+            return False
+        raise BrokerRefusalError(
+            f"the brokers refused to create topic {name!r} ({setting}): "
+            f"{for_code(code).__name__}: {message}"
+        )
+    if rf < 3:
+        log.warning(
+            "topic_replication_below_3",
+            topic=name,
+            replicas=rf,
+            brokers=meta.brokers,
+            detail="the cluster has fewer than 3 brokers: the topic does not survive "
+            "the loss of one",
+        )
+    log.info("topic_created", topic=name, partitions=partitions, replicas=rf, configs=settings)
+    return True
+
+
 def refusals(answer: Any) -> list[tuple[str, int, str | None]]:
     """``(topic, error code, message)`` of each topic a CreateTopics or CreatePartitions
     answer refused. aiokafka's ``create_topics`` returns the answer without raising: a
@@ -123,27 +144,49 @@ def refusals(answer: Any) -> list[tuple[str, int, str | None]]:
     return out
 
 
-async def _described(admin: AIOKafkaAdminClient, name: str) -> dict[str, str | None]:
-    """A topic's configs as the broker states them."""
-    described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
-    configs: dict[str, str | None] = {}
-    for response in described:
-        for resource in response.resources:
-            for entry in resource[4]:
-                configs[str(entry[0])] = None if entry[1] is None else str(entry[1])
-    return configs
+async def _described(
+    admin: AIOKafkaAdminClient, name: str, timeout: float = 10.0
+) -> dict[str, str | None]:
+    """A topic's configs as the broker states them. The broker asked may be another than
+    the one whose metadata listed the topic, and may not know it yet: it is asked again
+    until it does, and any other error is the brokers' refusal (an empty answer read as
+    "no cleanup.policy" once refused a compacted topic)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
+        configs: dict[str, str | None] = {}
+        code, message = 0, None
+        for response in described:
+            for resource in response.resources:
+                code, message = code or int(resource[0]), message or resource[1]
+                for entry in resource[4]:
+                    configs[str(entry[0])] = None if entry[1] is None else str(entry[1])
+        if not code:
+            return configs
+        if code != UnknownTopicOrPartitionError.errno or time.monotonic() > deadline:
+            raise BrokerRefusalError(
+                f"the brokers would not describe topic {name!r}: "
+                f"{for_code(code).__name__}: {message}"
+            )
+        await asyncio.sleep(0.1)
 
 
 async def partition_count(admin: AIOKafkaAdminClient, name: str, timeout: float = 10.0) -> int:
-    """The partition count of a topic known to exist. A new topic takes a moment to reach
-    the brokers' metadata (Apache Kafka answers UnknownTopicOrPartition until then; Tansu
-    never lags), so a replica that lost the race to create it asks again."""
+    """The partition count of a topic known to exist."""
+    return (await _known(admin, name, timeout)).counts[name]
+
+
+async def _known(admin: AIOKafkaAdminClient, name: str, timeout: float = 10.0) -> TopicMetadata:
+    """Metadata that describes a topic known to exist. A new topic takes a moment to
+    reach every broker's metadata (Apache Kafka answers UnknownTopicOrPartition until
+    then; Tansu never lags), and each request may go to another broker, so a caller
+    told that the topic exists asks again until one describes it."""
     deadline = time.monotonic() + timeout
-    while not (count := (await topic_metadata(admin, [name])).counts.get(name)):
+    while name not in (meta := await topic_metadata(admin, [name])).counts:
         if time.monotonic() > deadline:
             raise BrokerRefusalError(f"topic {name!r} exists but no broker describes it yet")
         await asyncio.sleep(0.1)
-    return count
+    return meta
 
 
 async def ensure_pipeline_topics(admin: AIOKafkaAdminClient, cfg: Config) -> list[Unsafe]:

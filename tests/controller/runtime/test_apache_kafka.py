@@ -28,6 +28,7 @@ from kafka.admin import (
 )
 
 from assignors import TopicPartition
+from controller.adapters import topics as topics_module
 from controller.adapters.metadata import topic_metadata
 from controller.adapters.topics import BrokerRefusalError, ensure_topic, partition_count
 from controller.client import PresenceOptions
@@ -220,6 +221,46 @@ async def test_topics_are_created_to_survive_a_broker_and_risky_ones_are_named(
             ("unclean.leader.election.enable", "true"),
             ("segment.ms", "604800000"),  # Kafka's default: compacted a week late
         ]
+    finally:
+        await admin.close()
+
+
+async def test_a_topic_a_lagging_broker_has_not_heard_of_is_still_checked(
+    kafka: embedded.BrokerProcess, names: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Metadata request goes to any broker, and one may not know a topic that another
+    has just listed. Ballast then tries to create it, is told it exists, and once took
+    it unchecked: on the three-broker CI cluster a hand-made topic with one replica
+    passed for safe. The broker that has not heard of it is made here by leaving the
+    topic out of the first answer; the topic must still be checked and named."""
+    hand_made = f"lagged-{names[0]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
+    await admin.start()
+    try:
+        risky = {"cleanup.policy": "compact", "unclean.leader.election.enable": "true"}
+        await admin.create_topics([NewTopic(hand_made, 1, 1, topic_configs=risky)])
+        await partition_count(admin, hand_made)
+        answers = 0
+
+        async def first_answer_lags(client: Any, topics: list[str]) -> Any:
+            nonlocal answers
+            answers += 1
+            meta = await topic_metadata(client, topics)
+            if answers == 1:
+                return meta._replace(counts={}, replicas={})
+            return meta
+
+        monkeypatch.setattr(topics_module, "topic_metadata", first_answer_lags)
+        found = await ensure_topic(
+            admin, hand_made, 1, None, compacted=True, required=True, setting="assignments.name"
+        )
+        assert answers >= 2
+        assert found.created is False
+        assert ("unclean.leader.election.enable", "true") in [
+            (u.setting, u.value) for u in found.unsafe
+        ]
+        with pytest.raises(BrokerRefusalError, match="would not describe topic 'no-such-"):
+            await topics_module._described(admin, f"no-such-{names[0]}", timeout=0.3)
     finally:
         await admin.close()
 
