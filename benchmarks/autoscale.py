@@ -12,11 +12,14 @@ a new pod starts ``--start-delay`` s after it is asked for. The loop starts with
 change: until then both fleets run ``--initial`` pods, which keep up with the input.
 
 - ``ballast``: ``ballast run`` with ``groups[].autoscale`` (lag polled every second,
-  ``start_time`` the pod start, ``scale_down_delay`` ``--scale-down-delay``); the
+  ``start_time`` the pod start, ``scale_down_delay`` ``--scale-down-delay``; lag moves
+  from ``--min-lag`` records of skew, ``--lag-cooldown`` apart, so that members which
+  have drained their share take the rest of the backlog); the
   metric is its recommended member count (what its KEDA scaler serves, target 1 a
   replica); the fleet consumes through Ballast (lag-aware placement: members that join
   for a backlog take it); a scale-in stops the members the recommendation names
-  (``remove_first``: the least lag held).
+  (``remove_first``: the least lag held). ``first_read_s``: each pod's seconds from its
+  process start to its first processed record.
 - ``keda``: KEDA's Kafka scaler rule, ``ceil(total lag / --lag-threshold)`` capped by the
   partition count; the fleet ``subscribe()``s with Kafka's sticky assignor (what KEDA's
   scaler is made for); a scale-in stops the newest pods (a ReplicaSet's choice).
@@ -88,6 +91,8 @@ class Fleet:
     stopping: list[asyncio.subprocess.Process] = field(default_factory=list)
     pending: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     born: dict[str, float] = field(default_factory=dict)
+    #: Seconds from a pod's process start to the first record it processed.
+    first_read: dict[str, float] = field(default_factory=dict)
     ranges: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     owner: dict[int, str] = field(default_factory=dict)
     moves: list[float] = field(default_factory=list)
@@ -139,6 +144,8 @@ class Fleet:
         assert proc.stdout is not None
         while line := await proc.stdout.readline():
             event = json.loads(line)
+            if event.get("r") and name not in self.first_read:
+                self.first_read[name] = time.monotonic() - self.born[name]
             for p, first, last in event.get("r", ()):
                 self.ranges.setdefault(p, []).append((first, last))
             for p in event.get("held", ()):
@@ -285,7 +292,8 @@ def daemon(a: argparse.Namespace, work: Path, kafka: str, mqtt_port: int, group:
     config.write_text(
         f"kafka: {json.dumps(apache_kafka.kafka_settings(a.broker, kafka))}\n"
         f"mqtt: {{port: {mqtt_port}, keepalive: 5}}\n"
-        "rebalance: {delay: 500ms, leave_grace: 10s, handoff_timeout: 15s}\n"
+        "rebalance: {delay: 500ms, leave_grace: 10s, handoff_timeout: 15s, "
+        f"min_lag: {a.min_lag}, lag_cooldown: {a.lag_cooldown}s}}\n"
         "lag: {source: poll, poll_interval: 1s}\n"
         f"groups: [{{name: {group}, autoscale: {{min_members: {a.min}, max_members: {a.max}, "
         f"drain_time: {a.drain_time}s, start_time: {a.start_delay}s, rate_window: 30s, "
@@ -327,6 +335,7 @@ def figures(
         "moved": sum(1 for t in fleet.moves if t >= t0),
         "read_twice": fleet.read_twice(),
         "pod_crashes": fleet.crashes,
+        "first_read_s": sorted(round(v, 1) for v in fleet.first_read.values()),
         "replicas": [[round(t), n] for t, n in changes],
     }
 
@@ -423,6 +432,16 @@ def main() -> None:
         "--scale-down-delay", type=float, default=60.0,
         help="Ballast's scale_down_delay (s): its recommendations agree this long before a"
         " step down (the HPA's stabilization applies after it, as to KEDA's)",
+    )  # fmt: skip
+    p.add_argument(
+        "--min-lag", type=int, default=100,
+        help="Ballast's rebalance.min_lag: member lag below this moves nothing for lag (1 s"
+        " of a pod's work, as operations.md advises for autoscaled groups)",
+    )  # fmt: skip
+    p.add_argument(
+        "--lag-cooldown", type=float, default=2.0,
+        help="Ballast's rebalance.lag_cooldown (s): the wait after partitions moved for lag"
+        " (a backlog being drained is balanced again as members finish their share)",
     )  # fmt: skip
     p.add_argument(
         "--drained-s", type=float, default=2.0,
