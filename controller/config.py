@@ -296,7 +296,9 @@ class RebalanceSettings(_Section):
     target_ratio: Annotated[float, Field(ge=1)] = 1.05
     #: Most partitions one rebalance moves for lag alone (0: lag never moves anything).
     max_moves: Annotated[int, Field(ge=0)] = 16
-    #: Lag skew below this many messages is ignored.
+    #: Lag skew below this many messages is ignored. For an autoscaled group, about a
+    #: second of a member's work, with a ``lag_cooldown`` of seconds: members that drained
+    #: their share of a backlog then take the rest (docs/operations.md, "Autoscaling").
     min_lag: Annotated[int, Field(ge=0)] = 1_000
     #: A lag step is taken only when it lowers the largest member lag by this fraction.
     min_gain: Annotated[float, Field(ge=0, lt=1)] = 0.05

@@ -154,7 +154,8 @@ def group_view(g: LedGroup, partitions: bool = False, reset: str = "latest") -> 
     member_lag = engine.member_lag()
     granted = g.state.reconciler.granted
     now = time.monotonic()
-    subscribed = engine.members
+    in_engine = engine.members
+    subscribed = dict(in_engine)
     # A drained member is out of the engine but present: it is listed, with no target.
     for member in g.state.drained:
         p = g.state.presence.get(member)
@@ -242,8 +243,8 @@ def group_view(g: LedGroup, partitions: bool = False, reset: str = "latest") -> 
         | {
             "remove_first": remove_first(
                 g.sizing.desired,
-                {m: member_lag.get(m, 0) for m in engine.members},
-                {m: engine.capacity_of(m) or 1.0 for m in engine.members},
+                {m: member_lag.get(m, 0) for m in in_engine},
+                {m: engine.capacity_of(m) or 1.0 for m in in_engine},
             )
         },
         "quality": {
