@@ -149,8 +149,8 @@ async def _described(
 ) -> dict[str, str | None]:
     """A topic's configs as the broker states them. The broker asked may be another than
     the one whose metadata listed the topic, and may not know it yet: it is asked again
-    until it does, and any other error is the brokers' refusal (an empty answer read as
-    "no cleanup.policy" once refused a compacted topic)."""
+    until it does, and any other error is the brokers' refusal: read as an empty answer,
+    it would say "no cleanup.policy" and refuse a compacted topic for the wrong reason."""
     deadline = time.monotonic() + timeout
     while True:
         described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
