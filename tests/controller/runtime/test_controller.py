@@ -480,8 +480,10 @@ async def test_lag_weight_time_and_tombstones_from_the_lag_topic(
             await fleet.wait_for(lambda: len(fleet.members["a"].partitions) == 12)
 
             async def send(partition: int, value: bytes | None) -> None:
+                # One partition of the lag topic for all: each wait below then also
+                # means every record sent before it was read.
                 key = f"{group}/{topic}/{partition}".encode()
-                await producer.send_and_wait(lag_topic, value, key=key)
+                await producer.send_and_wait(lag_topic, value, key=key, partition=0)
 
             def rec(partition: int, lag: int, time_lag: float | None) -> bytes:
                 return LagRecord(
