@@ -21,7 +21,7 @@ included: how long a clean leave leaves its partitions unread.
 Finally a burst of joins shows how many rebalances it coalesces into.
 
     python benchmarks/controller_bench.py --members 100 --partitions 10000
-    python benchmarks/controller_bench.py --members 1000 --partitions 100000 --events 40
+    python benchmarks/controller_bench.py --members 1000 --partitions 100000 --events 40 --broker tansu
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ async def bench(
 ) -> dict[str, object]:
     with (
         tempfile.TemporaryDirectory(prefix="ballast-bench-") as tmp,
-        apache_kafka.running(broker, Path(tmp)) as kafka,
+        apache_kafka.running(broker, Path(tmp), partitions=partitions) as kafka,
         embedded.mosquitto(Path(tmp)).start() as mqtt,
     ):
         names = [f"bench-{i}" for i in range(topics)]

@@ -303,7 +303,7 @@ async def rolling(agents: Agents, members: list[str], restart: float, batch: int
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     return await with_brokers(
-        "ballast-ops-", args.broker, lambda w, k, m: ballast_ops(args, w, k, m)
+        "ballast-ops-", args.broker, lambda w, k, m: ballast_ops(args, w, k, m), args.partitions
     )
 
 

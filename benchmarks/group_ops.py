@@ -158,7 +158,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     out[f"ratio_{variant}_{op}_unavailable_p99"] = round(theirs / ours, 2)
         return out
 
-    return await with_brokers("ballast-group-ops-", args.broker, body)
+    return await with_brokers("ballast-group-ops-", args.broker, body, args.partitions)
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ the controller did until 2026-11-26), the same reading them from their bytes
 (``side_loop``, what it does), and that on the caller's loop (``caller_loop``, what it
 did before the side loop).
 
-    python benchmarks/lag_poll.py --partitions 100000 --polls 3
+    python benchmarks/lag_poll.py --partitions 100000 --polls 3 --broker tansu
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ async def run(
     read: dict[str, dict[Any, PartitionOffsets]] = {}
     with (
         tempfile.TemporaryDirectory() as work,
-        apache_kafka.running(broker, Path(work)) as kafka,
+        apache_kafka.running(broker, Path(work), partitions=partitions) as kafka,
     ):
         await embedded.create_topics(kafka.address, {**ppt, "ballast.assignments": 8})
         cfg = Config.model_validate(

@@ -11,7 +11,7 @@ nothing is committed and ``auto_offset_reset`` is ``earliest``). The controller'
 (``/v1/groups/<group>?partitions=true``) is compared with that direct reading, partition
 by partition, every few seconds.
 
-    python benchmarks/pipeline_loop.py --members 1000 --partitions 100000 --seconds 180
+    python benchmarks/pipeline_loop.py --members 1000 --partitions 100000 --seconds 180 --broker tansu
 
 Prints one JSON object: samples and lag records per second, sample -> lag record latency
 (the record's broker timestamp minus its ``observed_at``, p50/p99), sample -> controller
@@ -124,7 +124,7 @@ class LagTopicWatch:
 
 async def run(args: argparse.Namespace) -> dict[str, object]:
     return await with_brokers(
-        "ballast-loop-", args.broker, lambda work, k, m: _run(args, work, k, m)
+        "ballast-loop-", args.broker, lambda work, k, m: _run(args, work, k, m), args.partitions
     )
 
 

@@ -144,14 +144,40 @@ def refusals(answer: Any) -> list[tuple[str, int, str | None]]:
     return out
 
 
+#: How long a topic known to exist may take to reach the metadata of the broker asked.
+#: Seconds as a rule; a single Kafka 4.4 broker that had just created 100 000
+#: partitions listed a topic created after them 41 s later (``load_soak.py``).
+VISIBLE_TIMEOUT = 120.0
+
+
+class _Patience:
+    """Waiting for a broker to hear of a topic that exists: a pause between asks, one
+    log line once it takes long enough to notice, and the refusal at the deadline."""
+
+    def __init__(self, name: str, what: str, timeout: float) -> None:
+        self.name, self.what = name, what
+        self.began = time.monotonic()
+        self.deadline = self.began + timeout
+        self.logged = False
+
+    async def wait(self, refusal: str) -> None:
+        now = time.monotonic()
+        if now > self.deadline:
+            raise BrokerRefusalError(refusal)
+        if not self.logged and now - self.began >= 1.0:
+            self.logged = True
+            log.info("topic_not_yet_visible", topic=self.name, asked=self.what)
+        await asyncio.sleep(0.1)
+
+
 async def _described(
-    admin: AIOKafkaAdminClient, name: str, timeout: float = 10.0
+    admin: AIOKafkaAdminClient, name: str, timeout: float = VISIBLE_TIMEOUT
 ) -> dict[str, str | None]:
     """A topic's configs as the broker states them. The broker asked may be another than
     the one whose metadata listed the topic, and may not know it yet: it is asked again
     until it does, and any other error is the brokers' refusal: read as an empty answer,
     it would say "no cleanup.policy" and refuse a compacted topic for the wrong reason."""
-    deadline = time.monotonic() + timeout
+    patience = _Patience(name, "describe_configs", timeout)
     while True:
         described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
         configs: dict[str, str | None] = {}
@@ -163,29 +189,31 @@ async def _described(
                     configs[str(entry[0])] = None if entry[1] is None else str(entry[1])
         if not code:
             return configs
-        if code != UnknownTopicOrPartitionError.errno or time.monotonic() > deadline:
-            raise BrokerRefusalError(
-                f"the brokers would not describe topic {name!r}: "
-                f"{for_code(code).__name__}: {message}"
-            )
-        await asyncio.sleep(0.1)
+        refusal = (
+            f"the brokers would not describe topic {name!r}: {for_code(code).__name__}: {message}"
+        )
+        if code != UnknownTopicOrPartitionError.errno:
+            raise BrokerRefusalError(refusal)
+        await patience.wait(refusal)
 
 
-async def partition_count(admin: AIOKafkaAdminClient, name: str, timeout: float = 10.0) -> int:
+async def partition_count(
+    admin: AIOKafkaAdminClient, name: str, timeout: float = VISIBLE_TIMEOUT
+) -> int:
     """The partition count of a topic known to exist."""
     return (await _known(admin, name, timeout)).counts[name]
 
 
-async def _known(admin: AIOKafkaAdminClient, name: str, timeout: float = 10.0) -> TopicMetadata:
-    """Metadata that describes a topic known to exist. A new topic takes a moment to
+async def _known(
+    admin: AIOKafkaAdminClient, name: str, timeout: float = VISIBLE_TIMEOUT
+) -> TopicMetadata:
+    """Metadata that describes a topic known to exist. A new topic takes a while to
     reach every broker's metadata (Apache Kafka answers UnknownTopicOrPartition until
     then; Tansu never lags), and each request may go to another broker, so a caller
     told that the topic exists asks again until one describes it."""
-    deadline = time.monotonic() + timeout
+    patience = _Patience(name, "metadata", timeout)
     while name not in (meta := await topic_metadata(admin, [name])).counts:
-        if time.monotonic() > deadline:
-            raise BrokerRefusalError(f"topic {name!r} exists but no broker describes it yet")
-        await asyncio.sleep(0.1)
+        await patience.wait(f"topic {name!r} exists but no broker describes it yet")
     return meta
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import resource
 import shutil
 import subprocess
 import uuid
@@ -277,9 +278,53 @@ def start_timeout(kind: BrokerKind) -> float:
     return 60.0 if kind == "kafka" else 20.0
 
 
+#: Files and memory maps a Kafka broker holds besides its partitions' (the JVM's own,
+#: sockets, the metadata log), with room.
+_BROKER_OWN = 2_000
+
+
+def check_room(partitions: int, limit_file: Path = Path("/proc/sys/vm/max_map_count")) -> None:
+    """Make room for a broker with ``partitions``, or refuse the run with the fix. Kafka
+    keeps each partition's log file open and maps its two indexes: past the open-file
+    limit or ``vm.max_map_count`` (65 530 by default) it stops with "Too many open files"
+    or "Map failed", which its clients see as a broker that stopped answering (a single
+    broker given 100 000 partitions did, here). The open-file limit is raised where this
+    process may (the broker inherits it); where it may not, and for the map count, the
+    error says what to run."""
+    needed = partitions + _BROKER_OWN
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if needed > soft:
+        infinite = hard == resource.RLIM_INFINITY
+        try:  # past the hard limit only with the privilege to raise it (root here)
+            resource.setrlimit(
+                resource.RLIMIT_NOFILE, (needed, hard if infinite else max(hard, needed))
+            )
+        except (ValueError, OSError):
+            raise RuntimeError(
+                f"{partitions} partitions on one Kafka broker need about {needed} open files, "
+                f"the limit is {soft} (hard {hard}): raise it (`ulimit -n {needed}`, as root "
+                "past the hard limit) or use --broker tansu"
+            ) from None
+    try:
+        maps = int(limit_file.read_text())
+    except (OSError, ValueError):
+        return  # not Linux, or not readable: nothing to say
+    if 2 * partitions + _BROKER_OWN > maps:
+        raise RuntimeError(
+            f"{partitions} partitions on one Kafka broker need about "
+            f"{2 * partitions + _BROKER_OWN} memory maps, vm.max_map_count is {maps}: run "
+            "`sysctl -w vm.max_map_count=262144` (as Kafka's docs advise) or use --broker tansu"
+        )
+
+
 @contextlib.contextmanager
-def running(kind: BrokerKind, workdir: Path, version: str = VERSION) -> Iterator[BrokerProcess]:
-    """A started broker of ``kind`` for the duration of the block."""
+def running(
+    kind: BrokerKind, workdir: Path, version: str = VERSION, partitions: int = 0
+) -> Iterator[BrokerProcess]:
+    """A started broker of ``kind`` for the duration of the block; ``partitions``: how
+    many the caller will create (``check_room``)."""
+    if kind == "kafka" and partitions:
+        check_room(partitions)
     with broker(kind, workdir, version).start(timeout=start_timeout(kind)) as proc:
         yield proc
 

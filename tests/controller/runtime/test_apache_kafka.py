@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTP
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -232,7 +233,8 @@ async def test_a_topic_a_lagging_broker_has_not_heard_of_is_still_checked(
     has just listed. Ballast then tries to create it, is told it exists, and once took
     it unchecked: on the three-broker CI cluster a hand-made topic with one replica
     passed for safe. The broker that has not heard of it is made here by leaving the
-    topic out of the first answer; the topic must still be checked and named."""
+    topic out of the answers of the first second and more; the topic must still be
+    checked and named, and the wait said in the log."""
     hand_made = f"lagged-{names[0]}"
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
     await admin.start()
@@ -241,20 +243,31 @@ async def test_a_topic_a_lagging_broker_has_not_heard_of_is_still_checked(
         await admin.create_topics([NewTopic(hand_made, 1, 1, topic_configs=risky)])
         await partition_count(admin, hand_made)
         answers = 0
+        lagging_until = time.monotonic() + 1.3
 
-        async def first_answer_lags(client: Any, topics: list[str]) -> Any:
+        async def answers_lag(client: Any, topics: list[str]) -> Any:
             nonlocal answers
             answers += 1
             meta = await topic_metadata(client, topics)
-            if answers == 1:
+            if time.monotonic() < lagging_until:
                 return meta._replace(counts={}, replicas={})
             return meta
 
-        monkeypatch.setattr(topics_module, "topic_metadata", first_answer_lags)
-        found = await ensure_topic(
-            admin, hand_made, 1, None, compacted=True, required=True, setting="assignments.name"
-        )
-        assert answers >= 2
+        monkeypatch.setattr(topics_module, "topic_metadata", answers_lag)
+        with structlog.testing.capture_logs() as logged:
+            found = await ensure_topic(
+                admin, hand_made, 1, None, compacted=True, required=True, setting="assignments.name"
+            )
+        assert answers >= 3
+        waits = [e for e in logged if e["event"] == "topic_not_yet_visible"]
+        assert waits == [
+            {
+                "event": "topic_not_yet_visible",
+                "log_level": "info",
+                "topic": hand_made,
+                "asked": "metadata",
+            }
+        ]
         assert found.created is False
         assert ("unclean.leader.election.enable", "true") in [
             (u.setting, u.value) for u in found.unsafe
