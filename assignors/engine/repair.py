@@ -289,27 +289,21 @@ class Repair(LagSearch):
             start, weight = end, weight_of(gives[end][0])
             while end < len(gives) and weight_of(gives[end][0]) == weight:
                 end += 1
-            takes: dict[str, int] = {}  # receiver -> how many of the run, in taking order
-            for _ in range(end - start):
-                _, name = heapq.heappop(room)
-                takes[name] = takes.get(name, 0) + 1
-                b = members[name]
-                b.lag += weight
-                need[name] -= 1
-                if need[name]:
-                    heapq.heappush(room, (b.load(), name))
+            takes = _dealt(room, need, end - start, weight, members)
             for name, count in takes.items():
                 b = members[name]
-                for entry, donor in gives[start : start + count]:
-                    pid = pid_of(entry)
-                    before.setdefault(pid, donor.name)
-                    moved.append(pid)
-                    moved_to.append(b)
-                    taken.setdefault(donor.name, set()).add(pid)
-                    got.setdefault(name, []).append(pid)
-                    donor.lag -= weight
-                    b.by_lag.append(entry)
+                chunk = gives[start : start + count]
                 start += count
+                entries = [entry for entry, _ in chunk]
+                pids = list(map(pid_of, entries))
+                b.by_lag += entries
+                got.setdefault(name, []).extend(pids)
+                moved += pids
+                moved_to += repeat(b, count)
+                for pid, (_, donor) in zip(pids, chunk, strict=True):
+                    before.setdefault(pid, donor.name)
+                    taken.setdefault(donor.name, set()).add(pid)
+                    donor.lag -= weight
         self._hand_over(moved, moved_to)
         for m in touched.values():
             gone = taken.get(m.name, set())
@@ -349,6 +343,31 @@ class Repair(LagSearch):
             return []
         top = self._donors[-1][0]
         return sorted(n for n, m in self._members.items() if m.take_key()[0] < top)
+
+
+def _dealt(
+    room: list[tuple[float, str]],
+    need: dict[str, int],
+    run: int,
+    weight: int,
+    members: dict[str, Member],
+) -> dict[str, int]:
+    """How many of a run of ``run`` partitions of lag ``weight`` each receiver takes, in
+    taking order: each to the receiver with the least lag (``room``, a heap), which then
+    carries the weight. Partitions without lag change no receiver's place, so the least
+    loaded takes all it needs at once (a cold start's whole bulk step is such a run)."""
+    takes: dict[str, int] = {}
+    while run:
+        _, name = heapq.heappop(room)
+        b = members[name]
+        count = min(need[name], run) if weight == 0 else 1
+        takes[name] = takes.get(name, 0) + count
+        b.lag += weight * count
+        need[name] -= count
+        run -= count
+        if need[name]:
+            heapq.heappush(room, (b.load(), name))
+    return takes
 
 
 def _gives(entries: list[int], keep: int, target: float) -> list[int]:
