@@ -14,9 +14,9 @@ from ..events import (
     Delta,
 )
 from ..ids import (
+    PART_BITS,
     pid_of,
     sort_runs,
-    topic_of,
 )
 from ..types import TopicPartition
 from .handlers import Handlers
@@ -71,32 +71,38 @@ class Steps(Handlers):
         # A member's list changed iff a partition it held, or holds now, changed hands
         # and did not come back. A joiner gets a record even when empty, so it knows it
         # was seen.
-        differ: set[str | None] = set(self._joined)
         owner, members = self._owner, self._members
-        moved = 0
-        lag_moved = 0
-        rack_moved = 0
         vanished = self._vanished_from
         gained: dict[str | None, list[int]] = defaultdict(list)
         lost: dict[str | None, list[int]] = defaultdict(list)
+        handed: dict[str, list[int]] = defaultdict(list)  # owner to owner, by old owner
         for pid, old in self._before_owner.items():
             now = owner.get(pid)
             held = vanished.get(pid) if old is None else old
             if now == held:
                 continue
-            differ.add(now)
-            differ.add(held)
             gained[now].append(pid)
             lost[held].append(pid)
-            if old is None or now is None:
-                continue
+            if old is not None and now is not None:
+                handed[old].append(pid)
+        # A move is counted where the old owner is still a member subscribed to the
+        # partition's topic (not one its leaving or unsubscribing forced).
+        moved = lag_moved = rack_moved = 0
+        lag_set, rack_set = self._lag_moved, self._rack_moved
+        for old, pids in handed.items():
             m = members.get(old)
-            if m is not None and topic_of(pid) in m.tids:
-                moved += 1
-                if pid in self._lag_moved:
-                    lag_moved += 1
-                elif pid in self._rack_moved:
-                    rack_moved += 1
+            if m is None:
+                continue
+            tids = m.tids
+            counted = [pid for pid in pids if pid >> PART_BITS in tids]
+            moved += len(counted)
+            if lag_set or rack_set:
+                for pid in counted:
+                    if pid in lag_set:
+                        lag_moved += 1
+                    elif pid in rack_set:
+                        rack_moved += 1
+        differ: set[str | None] = {*self._joined, *gained, *lost}
         names = sorted(members.keys() & differ)
         changed = dict(zip(names, self._lists([members[n] for n in names]), strict=True))
         tps = self._ids.tps
