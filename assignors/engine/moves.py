@@ -25,6 +25,8 @@ from .receivers import Receivers
 #: An update touching more than one member in this many rebuilds the member-wide indexes
 #: at once (``_reindex``) rather than entry by entry.
 REINDEX_SHARE = 8
+#: A member's list loses up to this many partitions by bisection, more in one pass.
+_BISECTED = 16
 
 
 def unweighted_indexes(members: Mapping[str, Member]) -> tuple[SortedList, SortedList] | None:
@@ -289,12 +291,20 @@ class Moves(Receivers):
     def _relist(
         self, listed: list[TopicPartition], lost: Iterable[int], gained: Collection[int]
     ) -> None:
-        """Keep a member's ``listed`` in step with partitions it lost and gained."""
-        tp = self._ids.tp
-        for pid in lost:
-            del listed[bisect.bisect_left(listed, tp(pid))]
+        """Keep a member's ``listed`` in step with partitions it lost and gained: a few
+        lost are found by bisection, many in one pass (a bulk step takes hundreds from a
+        member, and each bisection also shifts the list's tail)."""
+        ids = self._ids
+        tp = ids.tp
+        lost = lost if isinstance(lost, list) else list(lost)
+        if len(lost) > _BISECTED:
+            dropped = set(ids.each(lost))
+            listed[:] = [x for x in listed if x not in dropped]
+        else:
+            for pid in lost:
+                del listed[bisect.bisect_left(listed, tp(pid))]
         if len(gained) > 1:
-            listed.extend(map(tp, gained))
+            listed.extend(ids.each(gained if isinstance(gained, list) else list(gained)))
             listed.sort()
         else:
             for pid in gained:

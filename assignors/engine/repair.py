@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import defaultdict
 from collections.abc import Iterable
 from itertools import chain, islice, repeat, takewhile
 from operator import neg
@@ -271,7 +272,7 @@ class Repair(LagSearch):
         need = {m.name: quota.get(m.name, q) - m.count for m in receivers}
         room = [(m.load(), m.name) for m in receivers]
         heapq.heapify(room)
-        taken: dict[str, set[int]] = {}
+        gave: dict[str, list[int]] = defaultdict(list)  # donor -> the entries it gave
         got: dict[str, list[int]] = {}
         moved: list[int] = []
         moved_to: list[Member] = []
@@ -300,15 +301,22 @@ class Repair(LagSearch):
                 got.setdefault(name, []).extend(pids)
                 moved += pids
                 moved_to += repeat(b, count)
-                for pid, (_, donor) in zip(pids, chunk, strict=True):
+                for pid, (entry, donor) in zip(pids, chunk, strict=True):
                     before.setdefault(pid, donor.name)
-                    taken.setdefault(donor.name, set()).add(pid)
-                    donor.lag -= weight
+                    gave[donor.name].append(entry)
+                if weight:
+                    for _, donor in chunk:
+                        donor.lag -= weight
         self._hand_over(moved, moved_to)
         for m in touched.values():
-            gone = taken.get(m.name, set())
-            if gone:  # by pid: a stale list's entries carry earlier weights
-                m.by_lag = [e for e in m.by_lag if pid_of(e) not in gone]
+            given = gave.get(m.name)
+            gone = list(map(pid_of, given)) if given else []
+            if given and m.stale:  # by pid: a stale list's entries carry earlier weights
+                dropped = set(gone)
+                m.by_lag = [e for e in m.by_lag if pid_of(e) not in dropped]
+            elif given:  # the very entries it holds
+                dropped = set(given)
+                m.by_lag = [e for e in m.by_lag if e not in dropped]
             elif not m.stale:
                 m.by_lag.sort()
             if m.listed is not None:
