@@ -296,7 +296,7 @@ class Moves(Receivers):
         member, and each bisection also shifts the list's tail)."""
         ids = self._ids
         tp = ids.tp
-        lost = lost if isinstance(lost, list) else list(lost)
+        lost = lost if isinstance(lost, Collection) else list(lost)
         if len(lost) > _BISECTED:
             dropped = set(ids.each(lost))
             listed[:] = [x for x in listed if x not in dropped]
@@ -304,7 +304,7 @@ class Moves(Receivers):
             for pid in lost:
                 del listed[bisect.bisect_left(listed, tp(pid))]
         if len(gained) > 1:
-            listed.extend(ids.each(gained if isinstance(gained, list) else list(gained)))
+            listed.extend(ids.each(gained))
             listed.sort()
         else:
             for pid in gained:
