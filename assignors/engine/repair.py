@@ -309,10 +309,9 @@ class Repair(LagSearch):
                         donor.lag -= weight
         self._hand_over(moved, moved_to)
         for m in touched.values():
-            given = gave.get(m.name)
-            gone = list(map(pid_of, given)) if given else []
+            given = gave.get(m.name, [])
             if given and m.stale:  # by pid: a stale list's entries carry earlier weights
-                dropped = set(gone)
+                dropped = set(map(pid_of, given))
                 m.by_lag = [e for e in m.by_lag if pid_of(e) not in dropped]
             elif given:  # the very entries it holds
                 dropped = set(given)
@@ -320,7 +319,7 @@ class Repair(LagSearch):
             elif not m.stale:
                 m.by_lag.sort()
             if m.listed is not None:
-                self._relist(m.listed, gone, got.get(m.name, ()))
+                self._relist(m.listed, list(map(pid_of, given)), got.get(m.name, ()))
             m.held = None  # recounted on next need
             self._attach(m)
 
