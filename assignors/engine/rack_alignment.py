@@ -1,10 +1,12 @@
 """Rack alignment: count-neutral swaps that bring partitions onto a rack holding one of
-their replicas, and the count of those still off their racks (Kafka's count)."""
+their replicas (on a fresh placement also moves between members that trade counts), and
+the count of those still off their racks (Kafka's count)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from itertools import islice
 
 from ..ids import topic_of
 from ..rack_index import Misplaced
@@ -13,14 +15,22 @@ from ..replica_layouts import ReplicaLayouts
 from .member import Member
 from .repair import Repair
 
+#: Members of a rack tried as receivers of one misplaced partition.
+_MOVE_SCAN = 64
+
 
 class RackAlignment(Repair):
     """Rack alignment after a step's moves."""
 
-    def _align(self, candidates: set[int]) -> None:
+    def _align(self, candidates: set[int], *, fresh: bool = False) -> None:
         """Swap misplaced ``candidates`` onto a replica's rack (``rack_index.py``), until
         no swap helps. Only what the step moved or re-racked is looked at; misplaced
-        partitions stay indexed, so a later step's misplaced partition finds them."""
+        partitions stay indexed, so a later step's misplaced partition finds them.
+
+        A ``fresh`` placement (nothing was owned) also moves a partition that no swap
+        places to a member on its racks that holds fewer (``_rack_move``): which members
+        take the extra partitions then follows the racks. After events that would move
+        partitions a count-neutral swap does not, so steps keep the rack-blind counts."""
         racks, owner, members, plag = self._racks, self._owner, self._members, self._plag
         cap: float | None = None  # per unit of capacity
         if self.lag_aware and self._by_load:
@@ -29,6 +39,11 @@ class RackAlignment(Repair):
             cap = max(self._by_load[-1][0], math.floor(policy.target_ratio * mean), policy.min_lag)
         todo = sorted(pid for pid in candidates if racks.misplaced(owner.get(pid), pid))
         moved = Misplaced()  # this step's, whose swaps cost no movement: tried first
+        movable = fresh and not (self._weighted or self._caps)
+        # (topic, count, racks) of partitions no member took by a move: another such
+        # partition from a member holding as many meets the same members, until a move
+        # succeeds.
+        unmoved: set[tuple[int, int, frozenset[str] | None]] = set()
         for p in todo:  # indexed first, so that two of them can pair up
             racks.note(p, owner[p])
             racks.note(p, owner[p], moved)
@@ -59,7 +74,13 @@ class RackAlignment(Repair):
 
                 q = racks.partner(a_name, p, owner.get, fits, self._pids_of, moved=moved)
                 if q is None:
-                    left[p] = None
+                    tried = (topic_of(p), a.count, racks.replicas.get(p))
+                    if movable and tried not in unmoved and self._rack_move(a, p, cap, w_p):
+                        swapped = True
+                        unmoved.clear()
+                    else:
+                        unmoved.add(tried)
+                        left[p] = None
                     continue
                 b_name = owner[q]
                 self._move(p, b_name)
@@ -73,6 +94,42 @@ class RackAlignment(Repair):
             if not swapped:
                 break
             todo = sorted(left)
+
+    def _rack_move(self, a: Member, p: int, cap: float | None, w_p: int) -> bool:
+        """Move ``p`` from ``a`` to a member that holds fewer partitions, on one of its
+        replicas' racks or without a rack (where nothing counts as off a rack), when
+        KIP-54 balance still holds after it; whether it moved. The two members trade
+        counts."""
+        racks, members = self._racks, self._members
+        t, limit = topic_of(p), a.key()[0]
+        wanted = [racks.on_rack.get(s, {}) for s in sorted(racks.replicas.get(p, ()))]
+        for group in [*wanted, racks.rackless]:
+            for b_name in islice(group, _MOVE_SCAN):
+                b = members[b_name]
+                if t not in b.tids or b.take_key()[0] > limit:
+                    continue
+                if cap is not None and b.share(b.lag + w_p) > cap:
+                    continue
+                if not self._keeps_balance(a, b, t):
+                    continue
+                self._move(p, b_name)
+                self._rack_moved.add(p)
+                return True
+        return False
+
+    def _keeps_balance(self, a: Member, b: Member, t: int) -> bool:
+        """Whether ``b`` (holding fewer) taking a partition of topic ``t`` from ``a``
+        leaves KIP-54 balance, read from the indexes before the move: a move tried
+        and undone costs a dozen index updates. Members of capacity 1 without caps."""
+        # b, one more: no subscriber of a topic it then holds may hold two fewer than it.
+        above = 2 * b.count + 1
+        tgroup = self._tgroup
+        for g in {tgroup[u] for u in (*b.holding(), t)}:
+            key = self._min_in_group(g)
+            if key is not None and key[0] < above:
+                return False
+        # a, one fewer: nobody holding one of its topics may hold two more than it.
+        return self._find_donor(a, 2 * a.count - 1) is None
 
     def _unbalances(self, m: Member, pid: int) -> bool:
         """Whether ``m`` taking ``pid`` in a count-neutral swap would leave it a partition

@@ -134,14 +134,16 @@ class Receivers(EngineState):
                 best = key
         return None if best is None else self._members[best[2]]
 
-    def _find_donor(self, b: Member) -> Member | None:
+    def _find_donor(self, b: Member, limit: float | None = None) -> Member | None:
         """The fullest member that may give ``b`` a partition (2+ more partitions than
-        ``b`` when no capacity is declared) and holds one ``b`` may take.
+        ``b`` when no capacity is declared) and holds one ``b`` may take; with ``limit``,
+        as if ``b``'s receiver score were that.
 
         The fullest few members are tried first (with identical subscriptions the first
         always qualifies); past them, per-topic heaps of holders answer directly.
         """
-        limit = b.take_key()[0]
+        if limit is None:
+            limit = b.take_key()[0]
         if not self._donors or self._donors[-1][0] <= limit:
             return None
         for i, (score, _lag, name) in enumerate(reversed(self._donors)):

@@ -50,7 +50,7 @@ class Steps(Handlers):
             self._place_stranded()
         if self._racks:
             swapped = len(self._rack_moved)
-            self._align({*self._before_owner, *self._rack_work})
+            self._align({*self._before_owner, *self._rack_work}, fresh=not count_lag_moves)
             # Swaps change members' lag and can open lag steps the lag phase had not
             # found: lag (with the hysteresis the next call would apply) and racks again
             # while swaps happen, or a caller that feeds the result back gets moves for
@@ -59,8 +59,11 @@ class Steps(Handlers):
                 if len(self._rack_moved) == swapped:
                     break
                 swapped = len(self._rack_moved)
-                spent += self._rebalance_lag(lag_budget - spent, eager=False)
-                self._align({*self._before_owner, *self._rack_work})
+                lag_moves = self._rebalance_lag(lag_budget - spent, eager=False)
+                if not lag_moves:
+                    break  # the alignment ran until nothing helped, and nothing changed
+                spent += lag_moves
+                self._align({*self._before_owner, *self._rack_work}, fresh=not count_lag_moves)
         if self._racks or self._cross_rack:  # the swaps are in ``_before_owner`` now
             self._recount_cross_rack({*self._before_owner, *self._rack_work})
         change = self._diff(count_lag_moves)

@@ -36,10 +36,12 @@ def test_fresh_racked_groups_are_at_the_exact_optimum_and_fixed_points() -> None
 
 
 def test_mixed_racked_groups_mostly_reach_the_best_placement_for_their_counts() -> None:
-    """Mixed subscriptions are aligned by swaps, not solved: measured, not yet exact
-    (docs/assignors.md, "The differential checker"). A guard against going back: before
-    rackless members were swap partners, 84 of 300 such groups were above the best
-    placement for ``sticky``'s own counts; 15 after."""
+    """Mixed subscriptions are aligned by swaps and count-trading moves, not solved:
+    measured, not yet exact (docs/assignors.md, "The differential checker"). Guards
+    against going back: before rackless members were swap partners, 84 of these 300
+    groups were above the best placement for ``sticky``'s own counts (15 after, 13 with
+    the moves); before the moves, 101 were above the best balanced placement (50 after)."""
     report = differential.check(runs=0, events=0, fresh_groups=300, seed=0)
     assert report.mixed_racked == 300
-    assert report.mixed_misses_given_counts <= 30
+    assert report.mixed_misses_given_counts <= 20
+    assert report.mixed_misses <= 60

@@ -837,6 +837,25 @@ def test_a_member_without_a_rack_trades_what_a_racked_member_needs() -> None:
     assert all("c" in replicas[p] for p in got["m2"])  # what it needs came from m0
 
 
+@pytest.mark.parametrize("strategy", ["sticky", "lagsticky"])
+def test_a_fresh_mixed_group_gives_the_extra_partition_to_the_rack_that_needs_it(
+    strategy: str,
+) -> None:
+    """Which of x and y takes t0's third partition was decided by name, not rack: x
+    (rack b) got t0-2 and t0-0, whose replica is on rack a, and y (rack a) only t0-1:
+    one partition off its rack, and no count-neutral swap helps. The fresh alignment now
+    moves t0-0 to y (the two trade counts): 0, the balanced optimum."""
+    tp = TopicPartition
+    members = {"y": "a", "x": "b", "z": "b"}
+    subs = {"y": ["t0"], "x": ["t0"], "z": ["t1"]}
+    replicas = {tp("t0", 0): ["a"], tp("t0", 1): ["a"], tp("t0", 2): ["b"], tp("t1", 0): ["b"]}
+    ppt = {"t0": 3, "t1": 1}
+    got = assign(strategy, ppt, subs, member_racks=members, partition_racks=replicas)
+    assert sorted(got["y"]) == [tp("t0", 0), tp("t0", 1)]
+    assert got["x"] == [tp("t0", 2)]
+    assert cross_rack(got, build_racks(build_spec(ppt, subs), members, replicas)) == 0
+
+
 def test_a_member_subscribed_to_nothing_does_not_hold_lag_or_racks_back() -> None:
     """Found by the property above: with an idle member counted in the mean lag, lag was
     "balanced" only below what any placement reaches, every rack swap lifted a member
