@@ -19,7 +19,9 @@ that has a replica on rack ``s``:
 
 Within kinds 1 and 2, partitions that moved in the same step come first: trading those
 between their receivers costs no movement at all, so a step's moved partitions land on
-their receivers' racks before any partition that stayed put is disturbed.
+their receivers' racks before any partition that stayed put is disturbed. Kinds 3 and 4
+scan members' partitions, so they are searched only where some partition's replicas
+allow them (every replica on one zone, or none known, allows neither).
 
 The misplaced indexes are kept lazily: an entry is added whenever the engine sees a
 partition misplaced (every move and every rack change passes by), and dropped when a
@@ -29,6 +31,7 @@ sets, so lookups are deterministic.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from itertools import islice
 
@@ -63,6 +66,11 @@ class RackIndex:
         self.member: dict[str, str] = {}
         self.on_rack: dict[str, dict[str, None]] = {}
         self.replicas: dict[int, frozenset[str]] = {}
+        #: How many partitions have each layout, and the rack pairs some layout holds
+        #: both of (``(r, r)``: some layout holds ``r``), made when first needed: a
+        #: partner kind that needs a layout no partition has is not searched for.
+        self._layouts: Counter[frozenset[str]] = Counter()
+        self._pairs: set[tuple[str, str]] | None = None
         #: Members known to have no rack: partners of kind 4.
         self.rackless: dict[str, None] = {}
         self._misplaced = Misplaced()
@@ -94,10 +102,29 @@ class RackIndex:
                 del self.on_rack[rack]
 
     def set_partition(self, pid: int, racks: frozenset[str]) -> None:
+        old = self.replicas.pop(pid, None)
+        if old is not None:
+            self._layouts[old] -= 1
+            if not self._layouts[old]:
+                del self._layouts[old]
+                self._pairs = None
         if racks:
             self.replicas[pid] = racks
-        else:
-            self.replicas.pop(pid, None)
+            if not self._layouts[racks]:
+                self._pairs = None
+            self._layouts[racks] += 1
+
+    def adopt_partitions(self, pids: Iterable[int], racks: Iterable[frozenset[str]]) -> None:
+        """The replica racks of many partitions at once (a build: none known before)."""
+        self.replicas.update((pid, named) for pid, named in zip(pids, racks, strict=True) if named)
+        self._layouts = Counter(self.replicas.values())
+        self._pairs = None
+
+    def _shares(self, a: str, b: str) -> bool:
+        """Some partition has replicas on both racks ``a`` and ``b`` (the same rack: on it)."""
+        if self._pairs is None:
+            self._pairs = {(r, s) for layout in self._layouts for r in layout for s in layout}
+        return (a, b) in self._pairs
 
     def misplaced(self, holder: str | None, pid: int) -> bool:
         rack = self.member.get(holder) if holder is not None else None
@@ -142,11 +169,15 @@ class RackIndex:
                 if q is not None:
                     return q
         for s in wanted:
+            if not self._shares(s, r):
+                continue  # no partition is local to both racks
             for b in list(self.on_rack[s])[:_MEMBERS]:
                 for q in list(entries(b))[:_SCAN]:
                     both = replicas.get(q, _NONE)
                     if s in both and r in both and fits(b, q):
                         return q
+        if not self._shares(r, r):
+            return None  # no partition is local to ``a``'s rack
         for b in islice(self.rackless, _MEMBERS):
             for q in list(entries(b))[:_SCAN]:
                 if r in replicas.get(q, _NONE) and fits(b, q):

@@ -146,7 +146,7 @@ class RackAlignment(Repair):
             self._racks.set_member(name, racks.member.get(name))
         # Every partition in ``racks`` exists; an empty set reads as no racks known.
         assert isinstance(racks.partition, ReplicaLayouts), "build_racks reads a table"
-        self._racks.replicas.update(zip(*racks.partition.by_pid(self._ids), strict=True))
+        self._racks.adopt_partitions(*racks.partition.by_pid(self._ids))
         if align:  # indexed and counted by the alignment, in its order
             self._rack_work.update(misplaced)
             return

@@ -189,6 +189,34 @@ def test_a_leave_looks_only_at_what_it_moved(monkeypatch: pytest.MonkeyPatch) ->
     assert 0 < asked <= 8 * 100
 
 
+def test_a_partner_kind_no_layout_allows_is_skipped_until_one_does() -> None:
+    """Kinds 3 and 4 are searched only for rack pairs some partition's replicas hold
+    (the degenerate groups: every replica on one zone, or none known). The pairs follow
+    every racks change: a layout that appears later is searched again."""
+    index = RackIndex()
+    index.set_member("x", "a")
+    index.set_member("y", "b")
+    index.set_member("z", None)
+    held = {"x": [1], "y": [2], "z": [3]}
+    owner = {1: "x", 2: "y", 3: "z"}.get
+    index.set_partition(1, frozenset({"b"}))  # misplaced at x (rack a)
+    index.set_partition(2, frozenset({"b"}))  # local at y, not on a
+    index.set_partition(3, frozenset({"b"}))
+
+    def partner() -> int | None:
+        return index.partner("x", 1, owner, lambda b, q: True, held.__getitem__)
+
+    assert partner() is None
+    index.set_partition(3, frozenset({"a"}))  # held without a rack, local on x's rack
+    assert partner() == 3  # kind 4
+    index.set_partition(3, frozenset())
+    assert partner() is None
+    index.set_partition(2, frozenset({"a", "b"}))  # local on both racks
+    assert partner() == 2  # kind 3
+    index.set_partition(2, frozenset({"b"}))
+    assert partner() is None
+
+
 def test_bad_rack_events_are_named() -> None:
     eng = IncrementalAssignor({"t": 2})
     with pytest.raises(ValueError, match=r"MemberJoined\('m'\): rack must be 1..255"):
