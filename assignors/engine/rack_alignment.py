@@ -22,15 +22,16 @@ _MOVE_SCAN = 64
 class RackAlignment(Repair):
     """Rack alignment after a step's moves."""
 
-    def _align(self, candidates: set[int], *, fresh: bool = False) -> None:
+    def _align(self, candidates: set[int], *, moves: bool = False) -> None:
         """Swap misplaced ``candidates`` onto a replica's rack (``rack_index.py``), until
         no swap helps. Only what the step moved or re-racked is looked at; misplaced
         partitions stay indexed, so a later step's misplaced partition finds them.
 
-        A ``fresh`` placement (nothing was owned) also moves a partition that no swap
-        places to a member on its racks that holds fewer (``_rack_move``): which members
-        take the extra partitions then follows the racks. After events that would move
-        partitions a count-neutral swap does not, so steps keep the rack-blind counts."""
+        With ``moves`` (a fresh ``sticky`` placement: nothing was owned, no lag rounds
+        follow) a partition that no swap places also moves to a member on its racks
+        that holds fewer (``_rack_move``): which members take the extra partitions then
+        follows the racks. After events that would move partitions a count-neutral swap
+        does not, so steps keep the rack-blind counts."""
         racks, owner, members, plag = self._racks, self._owner, self._members, self._plag
         cap: float | None = None  # per unit of capacity
         if self.lag_aware and self._by_load:
@@ -39,7 +40,7 @@ class RackAlignment(Repair):
             cap = max(self._by_load[-1][0], math.floor(policy.target_ratio * mean), policy.min_lag)
         todo = sorted(pid for pid in candidates if racks.misplaced(owner.get(pid), pid))
         moved = Misplaced()  # this step's, whose swaps cost no movement: tried first
-        movable = fresh and not (self._weighted or self._caps)
+        movable = moves and not (self._weighted or self._caps)
         # (topic, count, racks) of partitions no member took by a move: another such
         # partition from a member holding as many meets the same members, until a move
         # succeeds.
@@ -75,7 +76,7 @@ class RackAlignment(Repair):
                 q = racks.partner(a_name, p, owner.get, fits, self._pids_of, moved=moved)
                 if q is None:
                     tried = (topic_of(p), a.count, racks.replicas.get(p))
-                    if movable and tried not in unmoved and self._rack_move(a, p, cap, w_p):
+                    if movable and tried not in unmoved and self._rack_move(a, p):
                         swapped = True
                         unmoved.clear()
                     else:
@@ -95,11 +96,11 @@ class RackAlignment(Repair):
                 break
             todo = sorted(left)
 
-    def _rack_move(self, a: Member, p: int, cap: float | None, w_p: int) -> bool:
+    def _rack_move(self, a: Member, p: int) -> bool:
         """Move ``p`` from ``a`` to a member that holds fewer partitions, on one of its
         replicas' racks or without a rack (where nothing counts as off a rack), when
         KIP-54 balance still holds after it; whether it moved. The two members trade
-        counts."""
+        counts. Without lag (``moves`` is never asked of a lag-aware engine): no lag cap."""
         racks, members = self._racks, self._members
         t, limit = topic_of(p), a.key()[0]
         wanted = [racks.on_rack.get(s, {}) for s in sorted(racks.replicas.get(p, ()))]
@@ -107,8 +108,6 @@ class RackAlignment(Repair):
             for b_name in islice(group, _MOVE_SCAN):
                 b = members[b_name]
                 if t not in b.tids or b.take_key()[0] > limit:
-                    continue
-                if cap is not None and b.share(b.lag + w_p) > cap:
                     continue
                 if not self._keeps_balance(a, b, t):
                     continue

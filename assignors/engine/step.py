@@ -36,6 +36,7 @@ class Steps(Handlers):
         lag_budget: int,
         count_lag_moves: bool,
         lag_only: bool = False,
+        rack_moves: bool = False,
     ) -> Change:
         if not lag_only:
             pinned = self._enforce_pins()
@@ -50,7 +51,7 @@ class Steps(Handlers):
             self._place_stranded()
         if self._racks:
             swapped = len(self._rack_moved)
-            self._align({*self._before_owner, *self._rack_work}, fresh=not count_lag_moves)
+            self._align({*self._before_owner, *self._rack_work}, moves=rack_moves)
             # Swaps change members' lag and can open lag steps the lag phase had not
             # found: lag (with the hysteresis the next call would apply) and racks again
             # while swaps happen, or a caller that feeds the result back gets moves for
@@ -59,11 +60,8 @@ class Steps(Handlers):
                 if len(self._rack_moved) == swapped:
                     break
                 swapped = len(self._rack_moved)
-                lag_moves = self._rebalance_lag(lag_budget - spent, eager=False)
-                if not lag_moves:
-                    break  # the alignment ran until nothing helped, and nothing changed
-                spent += lag_moves
-                self._align({*self._before_owner, *self._rack_work}, fresh=not count_lag_moves)
+                spent += self._rebalance_lag(lag_budget - spent, eager=False)
+                self._align({*self._before_owner, *self._rack_work}, moves=rack_moves)
         if self._racks or self._cross_rack:  # the swaps are in ``_before_owner`` now
             self._recount_cross_rack({*self._before_owner, *self._rack_work})
         change = self._diff(count_lag_moves)
