@@ -145,10 +145,18 @@ class Repair(LagSearch):
         # ``_donors`` holds (2c - 1, lag, name); a receiver's key is (2c + 1, lag, name).
         heap = [(give + 2, lag, name) for give, lag, name in islice(self._donors, len(orphans))]
         dealt: dict[str, list[tuple[int, int]]] = {}
-        for pid, weight in zip(orphans, weights, strict=True):
-            c2, lag, name = heap[0]
-            heapq.heapreplace(heap, (c2 + 2, lag + weight, name))
-            dealt.setdefault(name, []).append((pid, weight))
+        end = 0
+        while end < len(orphans):
+            start, weight = end, weights[end]
+            while end < len(orphans) and weights[end] == weight:
+                end += 1
+            takers = []
+            for _ in range(end - start):
+                c2, lag, name = heap[0]
+                heapq.heapreplace(heap, (c2 + 2, lag + weight, name))
+                takers.append(name)
+            for name, pids in _hand_out(orphans[start:end], takers, before).items():
+                dealt.setdefault(name, []).extend((pid, weight) for pid in pids)
         receivers: list[Member] = []
         # Many receivers (several members' partitions at once): one rebuild of the
         # member-wide indexes costs less than taking each receiver out and back in.
@@ -375,6 +383,37 @@ def _dealt(
         if need[name]:
             heapq.heappush(room, (b.load(), name))
     return takes
+
+
+def _hand_out(
+    run: list[int], takers: list[str], before: dict[int, str | None]
+) -> dict[str, list[int]]:
+    """Which of a ``run`` of orphans of equal lag each receiver takes, ``takers`` naming
+    the receiver of each in dealing order. They are interchangeable, so each receiver
+    takes a stretch of them grouped by their last holder: its share comes from one or
+    two holders. A member that hands its partitions off (``draining``) releases them
+    one acknowledgement at a time, and a receiver waits for every holder its share came
+    from (500 leaving at once published 13 rounds of 500 records, one partition from
+    each, where 2 rounds do)."""
+    groups: dict[str | None, list[int]] = {}
+    for pid in run:
+        groups.setdefault(before.get(pid), []).append(pid)
+    out: dict[str, list[int]] = {}
+    if list(groups) == [None]:
+        # Nobody held them (new partitions, a first assignment): dealt in turn, so that
+        # each member takes some of every topic.
+        for pid, name in zip(run, takers, strict=True):
+            out.setdefault(name, []).append(pid)
+        return out
+    counts: dict[str, int] = {}
+    for name in takers:
+        counts[name] = counts.get(name, 0) + 1
+    grouped = list(chain.from_iterable(groups.values()))
+    i = 0
+    for name, count in counts.items():
+        out[name] = grouped[i : i + count]
+        i += count
+    return out
 
 
 def _gives(entries: list[int], keep: int, target: float) -> list[int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import random
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from assignors import (
     TopicPartition,
     assign,
 )
+from assignors.engine import repair as engine_repair
 from assignors.events import Event
 from assignors.ids import pid_of
 from assignors.quality import is_balanced, minimal_movement_uniform, movement, problems
@@ -149,13 +151,48 @@ def test_mixed_event_sequences(events: list[object], lag_aware: bool, interned: 
 @given(events=event_runs(uniform=True), lag_aware=st.booleans())
 def test_orphans_dealt_at_once_as_one_at_a_time(events: list[object], lag_aware: bool) -> None:
     """With identical subscriptions orphans are dealt from a heap of the first members
-    of the load index; each change is what placing them one at a time gives."""
+    of the load index; each change is what placing them one at a time gives, but for
+    which of a run of equal lag each receiver takes (grouped by their last holder,
+    ``test_a_mass_leave_gives_each_receiver_the_partitions_of_one_or_two_leavers``)."""
     ppt = {t: 4 for t in TOPICS[:3]}
     dealt = IncrementalAssignor(ppt, lag_aware=lag_aware)
     placed = IncrementalAssignor(ppt, lag_aware=lag_aware)
     placed._deal_orphans = lambda orphans, _: placed._place_one_by_one(orphans)  # type: ignore[method-assign,assignment]
-    for event in events:
-        assert dealt.apply([event]) == placed.apply([event])  # type: ignore[list-item]
+    with mock.patch.object(engine_repair, "_hand_out", _in_dealing_order):
+        for event in events:
+            assert dealt.apply([event]) == placed.apply([event])  # type: ignore[list-item]
+
+
+def _in_dealing_order(run: list[int], takers: list[str], _before: object) -> dict[str, list[int]]:
+    """Each orphan of a run to the receiver dealt it, as one at a time places them."""
+    out: dict[str, list[int]] = {}
+    for pid, name in zip(run, takers, strict=True):
+        out.setdefault(name, []).append(pid)
+    return out
+
+
+def test_a_mass_leave_gives_each_receiver_the_partitions_of_one_or_two_leavers() -> None:
+    """Half of 100 members leave at once: the 50 receivers each take 100 partitions,
+    from at most two leavers each (dealt one at a time, each took one from each of about
+    fifty). A leaver that hands its partitions off releases them at its own pace, and a
+    receiver waits for every holder its share came from."""
+    members = [f"m{i:03d}" for i in range(100)]
+    # Each member's partitions scattered over the topic, as joins in waves leave them.
+    order = list(range(10_000))
+    random.Random(7).shuffle(order)
+    spread = {m: [TopicPartition("t", p) for p in order[i::100]] for i, m in enumerate(members)}
+    eng, _ = IncrementalAssignor.from_snapshot(
+        {"t": 10_000}, {m: ["t"] for m in members}, current=spread
+    )
+    before = eng.assignment()
+    holder = {tp: m for m, parts in before.items() for tp in parts}
+    change = eng.apply([MemberLeft(m) for m in members[50:]])
+    assert change.moved == 0
+    assert sorted(map(len, eng.assignment().values())) == [200] * 50
+    for m in members[:50]:
+        gained = set(eng.assignment()[m]) - set(before[m])
+        assert len(gained) == 100
+        assert len({holder[tp] for tp in gained}) <= 2, m
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
