@@ -55,6 +55,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             topics=args.topic,
             out=args.out,
             restart=args.restart,
+            hand_off=args.hand_off,
             presence=args.presence,
             delay=args.delay,
             rack=args.rack,
@@ -180,8 +181,14 @@ def add_worker(sub: Commands) -> None:
     p.add_argument("--member", required=True, help="member id, unique in the group")
     p.add_argument("--topic", action="append", required=True, help="topic (repeatable)")
     p.add_argument("--out", type=Path, required=True, help="file it appends processed records to")
-    p.add_argument(
+    leaving = p.add_mutually_exclusive_group()
+    leaving.add_argument(
         "--restart", action="store_true", help="on SIGTERM keep partitions (leave_grace)"
+    )
+    leaving.add_argument(
+        "--hand-off",
+        action="store_true",
+        help="on SIGTERM read on until the controller has moved every partition, then leave",
     )
     p.add_argument("--delay", type=float, default=0.0, help="seconds of simulated work per batch")
     p.add_argument(

@@ -47,6 +47,7 @@ from controller import logs
 from controller.adapters.metadata_scope import track_when_idle
 from controller.client.announcer import Announcer
 from controller.client.assignment_feed import AssignmentFeed
+from controller.client.departure import HANDOFF_TIMEOUT, Departure
 from controller.client.failure import (
     FAIL_STOP_COMMIT_TIMEOUT,
     MemberFailedError,
@@ -142,6 +143,8 @@ class ManagedConsumer:
         self.assignment: frozenset[KafkaTP] = frozenset()
         self._changed = self._feed.changed
         self._closed = False
+        self._departure = Departure()
+        self._departing: asyncio.Task[None] | None = None
         #: Set when a task that keeps our right to partitions died (fail-stop).
         self.failure: MemberFailedError | None = None
 
@@ -187,6 +190,24 @@ class ManagedConsumer:
             await self._reporter.start()
             self._tasks.append(asyncio.create_task(self._reporter.run()))
 
+    def hand_off(self, timeout: float = HANDOFF_TIMEOUT) -> None:
+        """Leave without a gap: say ``draining`` and keep reading while the controller
+        revokes each partition and grants it to another member. Iteration (``async
+        for``) ends once a record leaves this member holding nothing, or ``timeout``
+        seconds from now; ``handed_off`` says so to a ``getmany`` loop. Then ``close()``.
+        A plain callback, for ``loop.add_signal_handler(signal.SIGTERM, ...)``."""
+        if self._closed or not self._departure.request(timeout):
+            return
+        log.info("handoff_requested", group=self.group, member=self.member, timeout=timeout)
+        self._departing = asyncio.get_running_loop().create_task(self._announce())
+        self._changed.set()  # a getmany waiting with nothing held returns
+
+    @property
+    def handed_off(self) -> bool:
+        """``hand_off()`` was called and this member has nothing left to read (or its
+        time ran out)."""
+        return self._departure.done(bool(self.assignment), self._feed.pending is not None)
+
     async def close(self, *, leave: bool = True) -> None:
         """Stop. ``leave=True`` (default) is a clean leave: release everything, commit, and
         tell the controller so it reassigns at once. ``leave=False`` is a restart: the
@@ -194,7 +215,7 @@ class ManagedConsumer:
         if self._closed:
             return
         self._closed = True
-        await cancel_and_wait(*self._tasks)
+        await cancel_and_wait(*self._tasks, self._departing)
         async with self._lock:
             if leave and self.assignment:
                 self.consumer.pause(*self.assignment)
@@ -329,7 +350,7 @@ class ManagedConsumer:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[ConsumerRecord]:
-        while not self._closed:
+        while not self._closed and not self.handed_off:
             for records in (await self.getmany()).values():
                 for record in records:
                     yield record
@@ -409,6 +430,7 @@ class ManagedConsumer:
     # ------------------------------------------------------------------ presence
 
     def _presence(self, state: State) -> Presence:
+        state = self._departure.state(state)
         lag = None
         if self._report_lag and state == "active":
             lag = lag_report(self._progress())

@@ -15,7 +15,7 @@ from controller.adapters.presence import MqttAuth
 from controller.client.grants import Partition
 from controller.wire.records import Presence, problems
 
-State = Literal["active", "leaving"]
+State = Literal["active", "draining", "leaving"]
 
 
 @dataclass(frozen=True, slots=True)

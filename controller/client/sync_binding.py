@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Any, Generic, Literal, NamedTuple, Protocol, Self, TypeVar
 
 from controller import logs
+from controller.client.departure import HANDOFF_TIMEOUT
 from controller.client.failure import MemberFailedError
 from controller.client.grants import Partition
 from controller.client.identity import MemberIdentity, PresenceOptions
@@ -187,6 +188,18 @@ class SyncBinding(ABC, Generic[R]):
     def commit(self) -> None:
         """Commit, synchronously, everything returned so far on the partitions held."""
         self._member.commit()
+
+    def hand_off(self, timeout: float = HANDOFF_TIMEOUT) -> None:
+        """Leave without a gap: say ``draining`` and keep polling; the controller revokes
+        each partition and grants it to another member. ``handed_off`` turns True once
+        a record leaves this member holding nothing, or ``timeout`` seconds from now;
+        then ``close()``. Safe in a signal handler."""
+        self._member.hand_off(timeout)
+
+    @property
+    def handed_off(self) -> bool:
+        """``hand_off()`` was called and nothing is left to read (or its time ran out)."""
+        return self._member.handed_off
 
     def close(self, *, leave: bool = True) -> None:
         """``leave=True``: a clean leave (release, commit, the controller reassigns at

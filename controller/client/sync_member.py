@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from controller import logs
+from controller.client.departure import Departure
 from controller.client.failure import MemberFailedError, member_failed
 from controller.client.grants import Grant, GrantReader, Partition, RawRecord
 from controller.client.holding import Holding
@@ -120,6 +121,7 @@ class SyncMember(Generic[R]):
         self._threads: dict[str, threading.Thread] = {}
         self.failure: MemberFailedError | None = None
         self._closed = False
+        self._departure = Departure()
 
     @property
     def epoch(self) -> int:
@@ -187,6 +189,20 @@ class SyncMember(Generic[R]):
             self.presence.close()
         self._stop_threads()
         self._close_clients()
+
+    def hand_off(self, timeout: float) -> None:
+        """Say ``draining`` and read on until a record takes everything (``Departure``).
+        The announcement goes from a thread of its own: this may run in a signal
+        handler, which must not wait for a lock the interrupted poll holds."""
+        if self._closed or not self._departure.request(timeout):
+            return
+        log.info("handoff_requested", group=self.identity.group, member=self.identity.member)
+        threading.Thread(target=self._announce, name="ballast-handoff", daemon=True).start()
+        self._changed.set()
+
+    @property
+    def handed_off(self) -> bool:
+        return self._departure.done(bool(self.holding.assignment), self._pending is not None)
 
     def abort(self) -> None:
         """Fault injection: die like a killed process (no commit, no leave, the Will)."""
@@ -323,7 +339,7 @@ class SyncMember(Generic[R]):
         """Presence, which is also the acknowledgement; after a fail-stop only
         "leaving". Called by the presence link at each announcement and reconnect."""
         held, generation = self.holding.held  # one read: other threads announce too
-        state = "leaving" if self.failure is not None else state
+        state = "leaving" if self.failure is not None else self._departure.state(state)
         lag = None
         if self._report_lag and state == "active":
             lag = lag_report(self.progress(held))

@@ -108,6 +108,10 @@ class GroupState:
         #: member keeps its presence but is given no partitions.
         self.paused = False
         self.drained: set[str] = set()
+        #: Members leaving through a handoff (presence ``draining``): like drained ones
+        #: they read on, their partitions are revoked and granted elsewhere once they
+        #: acknowledge, and they get nothing more; unlike them, not an operator's to keep.
+        self.handing_off: set[str] = set()
         #: Recovered members are absent until their presence is heard; since when is
         #: kept in their record, so a takeover does not restart the clock.
         self.absences = Absences(tuning.leave_grace)
@@ -202,6 +206,7 @@ class GroupState:
                 f"{live.instance!r} is live"
             )
         if p.state == "leaving":
+            self.handing_off.discard(p.member)
             self.presence.pop(p.member, None)
             self.heard.pop(p.member, None)
             self.reconciler.ack(p.member, p.generation)
@@ -216,6 +221,16 @@ class GroupState:
         if p.member in self.drained:
             self.reconciler.ack(p.member, p.generation)
             return
+        if p.state == "draining":
+            self.reconciler.ack(p.member, p.generation)
+            if p.member not in self.handing_off:
+                self.handing_off.add(p.member)
+                if known is not None:
+                    # The usual delay: leaves that trickle in are one step, and the member
+                    # reads its partitions while it waits.
+                    self._enqueue(MemberLeft(p.member), "leave", now)
+            return
+        self.handing_off.discard(p.member)  # active again: it joins back (known is None)
         rack = self.rack_for(p.member, p.rack)
         declared = Declared(rack, weight(p.capacity))
         if known is None:
@@ -295,6 +310,7 @@ class GroupState:
         self.presence.pop(member, None)
         self.heard.pop(member, None)
         self.drained.discard(member)
+        self.handing_off.discard(member)
         if not self._known(member):
             self._retire(member)
             return
@@ -446,10 +462,10 @@ class GroupState:
         trigger = change.lag_trigger
         if change.moved_for_lag and trigger is not None:
             self.cooldown.moved(now, trigger.member, trigger.lag)
-        # A drained member left the engine but still runs and reads: its partitions are
-        # revoked like any move (granted elsewhere only once it acknowledged), not
-        # tombstoned like a dead member's, which are granted at once.
-        draining = change.removed & self.drained
+        # A drained or handing-off member left the engine but still runs and reads: its
+        # partitions are revoked like any move (granted elsewhere only once it
+        # acknowledged), not tombstoned like a dead member's, which are granted at once.
+        draining = change.removed & (self.drained | self.handing_off)
         targets = {**change.assignments, **dict.fromkeys(draining, ())}
         self.reconciler.update_target(targets, change.removed - draining, change.deltas)
         return Rebalance(

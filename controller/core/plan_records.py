@@ -3,9 +3,10 @@ epoch headers, and the controller's signature. Pure: the publisher writes them."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import NamedTuple
 
+from assignors import TopicPartition
 from controller.core.handoff import Outgoing
 from controller.wire.assignments import EPOCH_HEADER, GENERATION_HEADER
 from controller.wire.records import Assignment, assignment_key
@@ -47,7 +48,7 @@ def encode_plan(
                 generation=generation,
                 controller_epoch=epoch,
                 # TopicPartitions are (topic, partition) tuples: serialized as they are.
-                partitions=sorted(rec.partitions) if rec.listed is None else rec.listed,
+                partitions=_as_list(rec.partitions, rec.listed),
                 revoking=sorted(rec.revoking),
                 topics=sorted(topics_of(rec.member) or ()),
                 issued_at=issued_at,
@@ -61,3 +62,11 @@ def encode_plan(
             signed = [*headers, signer.header("assignments", key, value, headers)]
             out.append(Encoded(key, value, signed))
     return out
+
+
+def _as_list(
+    partitions: Collection[TopicPartition], listed: Sequence[TopicPartition] | None
+) -> list[TopicPartition]:
+    """The grant as the schema's list: the assignor's own list as it is (no copy of a
+    large grant), anything else sorted (a drained member's empty tuple included)."""
+    return listed if isinstance(listed, list) else sorted(partitions)

@@ -120,12 +120,15 @@ def constraints_view(g: LedGroup) -> dict[str, object]:
 
 
 def member_state(g: LedGroup, member: str) -> str:
-    """``drained``, ``leave-grace``, ``gone`` (no presence, not yet departed), ``applying``
+    """``drained``, ``handing-off`` (leaving once its partitions are read elsewhere),
+    ``leave-grace``, ``gone`` (no presence, not yet departed), ``applying``
     (has not acknowledged its latest record: a grant or revoke in flight) or ``active``.
     Not "behind the group's generation": a plan writes only the records that change."""
     state = g.state
     if member in state.drained:
         return "drained"
+    if member in state.handing_off:
+        return "handing-off"
     if member in state.absences:
         return "leave-grace"
     if member not in state.presence:
@@ -156,8 +159,9 @@ def group_view(g: LedGroup, partitions: bool = False, reset: str = "latest") -> 
     now = time.monotonic()
     in_engine = engine.members
     subscribed = dict(in_engine)
-    # A drained member is out of the engine but present: it is listed, with no target.
-    for member in g.state.drained:
+    # A drained or handing-off member is out of the engine but present: it is listed,
+    # with no target.
+    for member in g.state.drained | g.state.handing_off:
         p = g.state.presence.get(member)
         if p is not None and member not in subscribed:
             subscribed[member] = frozenset(p.topics)

@@ -158,6 +158,7 @@ class GroupLoop:
             g.revoked_at.setdefault(tp, now)
         if not g.revoked_at:
             return
+        handoff = self.metrics.handoff.labels(g.name)  # once: a mass change hands off 50 000
         for rec in plan.records:
             # A handed-off partition is one the record adds: read the edit when the plan
             # made one, not the member's whole grant.
@@ -165,7 +166,7 @@ class GroupLoop:
             for tp in (rec.partitions or ()) if edit is None else edit.added:
                 start = g.revoked_at.pop(tp, None)
                 if start is not None:
-                    self.metrics.handoff.labels(g.name).observe(now - start)
+                    handoff.observe(now - start)
 
     def _record_rebalance(
         self, g: ManagedGroup, r: Rebalance, plan: Plan | None, started: float

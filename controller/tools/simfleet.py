@@ -39,6 +39,10 @@ class SimMember:
     #: An ack is being published; another is owed once it is (``Fleet._ack_soon``).
     acking: bool = False
     ack_again: bool = False
+    #: ``draining`` while it leaves through a handoff (``Fleet.hand_off``).
+    state: str = "active"
+    #: Set when a record leaves a draining member holding nothing.
+    emptied: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class Fleet:
@@ -123,7 +127,7 @@ class Fleet:
         await self.catch_up(member)
         return member
 
-    async def announce(self, member: SimMember, state: str = "active") -> None:
+    async def announce(self, member: SimMember, state: str | None = None) -> None:
         """Built without validation, as the controller builds its records: the fields are
         the simulator's own, and one process doing a thousand members' checks would set
         the pace of the load runs (the controller validates what it receives)."""
@@ -132,7 +136,7 @@ class Fleet:
             member=member.name,
             topics=member.topics,
             instance=member.instance,
-            state=state,
+            state=state or member.state,
             rack=member.rack,
             generation=member.generation,
             partitions=sorted(member.partitions),
@@ -156,6 +160,18 @@ class Fleet:
         await self.announce(member, state="leaving")
         await member.client.publish(self.presence_topic(name), b"", qos=1, retain=True)
         await member.client.__aexit__(None, None, None)
+
+    async def hand_off(self, name: str, timeout: float = 20.0) -> None:
+        """Leave without a gap (``ManagedConsumer.hand_off``): say ``draining`` and read
+        on until a record takes everything (or ``timeout``), then leave cleanly."""
+        member = self.members[name]
+        if member.partitions:
+            member.state = "draining"
+            await self.announce(member)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await member.emptied.wait()
+        await self.leave(name)
 
     async def stop_member(self, name: str) -> None:
         """A process stopping for a restart (``close(leave=False)``): it reads nothing
@@ -225,6 +241,12 @@ class Fleet:
                 continue
             if rec.generation > target.generation and self._apply(target, rec):
                 self._ack_soon(target)
+                # Let the ack go out now: a batch of the topic's records is otherwise
+                # read to its end first (aiokafka hands buffered ones out without a
+                # pause), and one process acting for hundreds of members would make
+                # each wait for all the others' records, where a member of its own
+                # acknowledges at once.
+                await asyncio.sleep(0)
 
     def _ack_soon(self, member: SimMember) -> None:
         """Acks go out concurrently (each member has its own connection, which keeps its
@@ -270,5 +292,7 @@ class Fleet:
         return True
 
     def _held(self, member: SimMember) -> None:
+        if member.state == "draining" and not member.partitions:
+            member.emptied.set()
         if self.on_held:
             self.on_held(member)

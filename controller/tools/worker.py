@@ -7,8 +7,10 @@ commits each batch; the file tells exactly what was processed, and twice. Beside
 written before the acknowledgement leaves) and what each commit covered: the fault
 suite's checker reads both (``controller.tools.chaos``).
 
-SIGTERM closes cleanly: a clean leave by default, or with ``--restart`` a restart that
-keeps the member's partitions for ``leave_grace``. SIGKILL is a crash.
+SIGTERM closes cleanly: a clean leave by default, with ``--restart`` a restart that
+keeps the member's partitions for ``leave_grace``, or with ``--hand-off`` a leave that
+reads on until the controller has moved every partition (``hand_off()``). SIGKILL is a
+crash.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ class WorkerOptions:
     restart: bool
     presence: Literal["mqtt", "kafka"]
     delay: float
+    #: On SIGTERM, ``hand_off()`` and stop once it is done, instead of stopping at once.
+    hand_off: bool = False
     rack: str | None = None
     capacity: float | None = None
     verify_key: Verifier | None = None
@@ -119,14 +123,14 @@ def run(client: Client, options: WorkerOptions) -> None:
 
 async def run_aiokafka(o: WorkerOptions) -> None:
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     work = WorkLog(o.out)
     consumer = ManagedConsumer(o.group, o.member, o.topics, **o.member_settings(work))
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, consumer.hand_off if o.hand_off else stop.set)
     await consumer.start()
     try:
-        while not stop.is_set():
+        while not stop.is_set() and not consumer.handed_off:
             batch = await consumer.getmany(timeout_ms=200)
             for records in batch.values():
                 for r in records:
@@ -159,13 +163,13 @@ Processed = tuple[str, int, int, bytes | None]
 def run_sync(client: SyncClient, o: WorkerOptions) -> None:
     """The same loop, synchronous, on confluent-kafka or kafka-python."""
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     work = WorkLog(o.out)
     consumer, fetch, commit_error = _sync_member(client, o, work)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: consumer.hand_off() if o.hand_off else stop.set())
     consumer.start()
     try:
-        while not stop.is_set():
+        while not stop.is_set() and not consumer.handed_off:
             batch = fetch()
             last = {(t, p): offset + 1 for t, p, offset, _ in batch}
             for t, p, offset, value in batch:

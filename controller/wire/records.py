@@ -111,8 +111,10 @@ class Presence(_Record):
     topics: list[Name] = Field(max_length=10_000)
     #: Random per client process: two live instances under one member id are a duplicate.
     instance: Annotated[str, Field(max_length=64)] | None = None
-    #: ``leaving`` right before a clean leave: reassign at once, no leave_grace.
-    state: Literal["active", "leaving"] = "active"
+    #: ``draining``: about to leave, still reading: move its partitions off through
+    #: revokes and give it none (it leaves once it holds nothing). ``leaving`` right
+    #: before a clean leave: reassign at once, no leave_grace.
+    state: Literal["active", "draining", "leaving"] = "active"
     rack: Rack | None = None
     capacity: Capacity | None = None
     #: Generation of the last assignment record this member applied (-1: none yet).

@@ -80,7 +80,7 @@ class Cluster:
     def start_controller(self) -> None:
         self.controller = start_daemon(self.config, self.tmp / "controller.log")
 
-    def start_worker(self, name: str, *, restart: bool = False) -> None:
+    def start_worker(self, name: str, *, restart: bool = False, hand_off: bool = False) -> None:
         argv = [
             str(BIN),
             "worker",
@@ -101,6 +101,8 @@ class Cluster:
         ]
         if restart:
             argv.append("--restart")
+        if hand_off:
+            argv.append("--hand-off")
         self.workers[name] = subprocess.Popen(argv, stderr=(self.tmp / f"{name}.log").open("ab"))
 
     def signal_worker(self, name: str, sig: int) -> None:
@@ -223,9 +225,21 @@ async def test_fleet_under_faults(  # noqa: PLR0917
         await c.clean_round(120, report, "clean_leave")
 
         # Join: b and c revoke (commit first), d starts from their commits.
-        c.start_worker("d")
+        c.start_worker("d", hand_off=True)
         await c.settled(3)
         await c.clean_round(120, report, "join")
+
+        # A leave through a handoff while records flow: d reads on until each of its
+        # partitions is revoked and exits by itself; b and c go on from its commits.
+        feeding = asyncio.create_task(c.produce(120))
+        leaver = c.workers.pop("d")
+        leaver.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(leaver.wait, 30) == 0
+        await feeding
+        await c.settled(2)
+        await c.clean_round(120, report, "hand_off")
+        c.start_worker("d")
+        await c.settled(3)
 
         # Rolling restart of c within leave_grace: nothing moves. (c was started for clean
         # leaves; it leaves and comes back as a worker that restarts instead.) The one

@@ -87,7 +87,7 @@ class SyncFleet(FleetLedger):
         return consumer
 
     def _consume(self, name: str, consumer: Member) -> None:
-        while not self.stops[name].is_set():
+        while not self.stops[name].is_set() and not consumer.handed_off:
             try:
                 batch = _values(consumer)
             except MemberFailedError as exc:
@@ -104,6 +104,19 @@ class SyncFleet(FleetLedger):
         await asyncio.to_thread(self.threads[name].join)
         consumer = self.members.pop(name)
         await asyncio.to_thread(consumer.abort if crash else consumer.close)
+
+    async def hand_off(self, name: str) -> None:
+        """``hand_off()`` from another thread (as a signal handler would); the member's
+        poll loop ends by itself once it holds nothing, then it closes."""
+        consumer = self.members[name]
+        consumer.hand_off(timeout=30)
+        thread = self.threads[name]
+        await asyncio.to_thread(thread.join, 20)
+        assert not thread.is_alive(), f"{name} still polling"
+        assert consumer.handed_off
+        assert not consumer.assignment
+        self.members.pop(name)
+        await asyncio.to_thread(consumer.close)
 
     async def stop(self) -> None:
         for name in list(self.members):
@@ -162,6 +175,13 @@ async def test_members_hand_partitions_over_and_read_nothing_twice(
         await fleet.leave("b")
         await fleet.held_by(["a", "c"])
         await fleet.produce(300)
+        await fleet.all_processed()
+        # A leave through a handoff while records flow: c reads on until each of its
+        # partitions is revoked, then a takes them from c's commits.
+        feeding = asyncio.create_task(fleet.produce(600))
+        await fleet.hand_off("c")
+        await fleet.held_by(["a"])
+        await feeding
         await fleet.all_processed()
     assert fleet.twice() == []
 

@@ -19,7 +19,7 @@ class WeightedConsumer(Consumer):
         super().__init__(name, topics)
         self.capacity = capacity
 
-    def presence(self, group: str = "g", state: str = "active") -> Presence:
+    def presence(self, group: str = "g", state: str | None = None) -> Presence:
         return super().presence(group, state).model_copy(update={"capacity": self.capacity})
 
 

@@ -23,7 +23,7 @@ class RackedConsumer(Consumer):
         super().__init__(name, topics)
         self.rack = rack
 
-    def presence(self, group: str = "g", state: str = "active") -> Presence:
+    def presence(self, group: str = "g", state: str | None = None) -> Presence:
         return super().presence(group, state).model_copy(update={"rack": self.rack})
 
 

@@ -39,6 +39,8 @@ class Consumer:
         self.generation = -1
         self.inbox: list[tuple[float, int, Outgoing]] = []
         self.alive = True
+        #: ``draining`` once it asked to leave through a handoff.
+        self.state = "active"
 
     def apply(self, generation: int, rec: Outgoing) -> None:
         """As ManagedConsumer: a grant issued to another process holds nothing."""
@@ -47,7 +49,7 @@ class Consumer:
         else:
             self.applied, self.generation = rec.partitions, generation
 
-    def presence(self, group: str = "g", state: str = "active") -> Presence:
+    def presence(self, group: str = "g", state: str | None = None) -> Presence:
         return Presence(
             group=group,
             member=self.name,
@@ -55,7 +57,7 @@ class Consumer:
             generation=self.generation,
             partitions=sorted(self.applied),
             instance=self.instance,
-            state=state,  # type: ignore[arg-type]
+            state=state or self.state,  # type: ignore[arg-type]
         )
 
 
@@ -108,6 +110,8 @@ class Sim:
                 if gen > c.generation:
                     c.apply(gen, rec)
                     self.group.on_presence(c.presence(), self.now)
+                    if c.state == "draining" and not c.applied:
+                        self.leave(c.name)  # handed everything off: now it goes
         rebalance, plan = self.group.tick(self.now)
         if rebalance is not None:
             self.rebalances.append(rebalance)
@@ -161,6 +165,16 @@ class Sim:
         self.group.on_presence(c.presence(state="leaving"), self.now)
         del self.consumers[name]
 
+    def depart(self, name: str) -> None:
+        """Leave through a handoff: read on, say so, go once a record takes everything
+        (at once when it holds nothing)."""
+        c = self.consumers[name]
+        if not c.applied:
+            self.leave(name)
+            return
+        c.state = "draining"
+        self.group.on_presence(c.presence(), self.now)
+
     def crash(self, name: str) -> None:
         c = self.consumers.pop(name)
         c.alive = False
@@ -191,14 +205,15 @@ def all_partitions(topics: set[str]) -> set[TopicPartition]:
 @given(
     seed=st.integers(0, 10**6),
     ops=st.lists(
-        st.sampled_from(["join", "join", "leave", "crash", "drain", "undrain", "wait"]),
+        st.sampled_from(["join", "join", "leave", "depart", "crash", "drain", "undrain", "wait"]),
         min_size=4,
         max_size=30,
     ),
 )
 def test_never_two_owners_and_everything_owned_after_settling(seed: int, ops: list[str]) -> None:
-    """Drains included: a drained member still runs and reads until it has applied its
-    revoke (its partitions were once given away at once, as a dead member's are)."""
+    """Drains and handoff leaves included: a drained or departing member still runs and
+    reads until it has applied its revoke (its partitions were once given away at once,
+    as a dead member's are)."""
     sim = Sim(seed)
     rng = random.Random(seed)
     names = [f"c{i}" for i in range(8)]
@@ -209,6 +224,8 @@ def test_never_two_owners_and_everything_owned_after_settling(seed: int, ops: li
             sim.join(rng.choice(names), topics, delay=rng.uniform(0.0, 2.0))
         elif op == "leave" and present:
             sim.leave(rng.choice(present))
+        elif op == "depart" and present:
+            sim.depart(rng.choice(present))
         elif op == "crash" and present:
             sim.crash(rng.choice(present))
         elif op == "drain" and present:
@@ -219,6 +236,7 @@ def test_never_two_owners_and_everything_owned_after_settling(seed: int, ops: li
     # Invariant 2: within rebalance_delay + leave_grace + handoff_timeout (+ apply delay).
     sim.settle(TUNING.rebalance_delay + TUNING.leave_grace + TUNING.handoff_timeout + 4)
     serving = [c for n, c in sim.consumers.items() if n not in sim.group.drained]
+    assert all(c.state == "active" for c in serving), "a departing member left"
     subscribed = {t for c in serving for t in c.topics}
     assert set(sim.owners()) == all_partitions(subscribed)
     gens = [p.generation for p in sim.published]
@@ -232,6 +250,49 @@ def test_clean_leave_hands_over_without_waiting_for_timeout() -> None:
     sim.settle(2 + 3)  # delay + apply: far below handoff_timeout
     assert len(sim.owners()) == 12
     assert set(sim.owners().values()) == {"a", "c"}
+
+
+def test_a_member_leaving_through_a_handoff_reads_until_its_partitions_move() -> None:
+    """A clean leave stops reading first, so its partitions are unread for the rebalance
+    delay and the grants; a member that says ``draining`` reads on: each of its
+    partitions is revoked like any move, granted elsewhere once it acknowledged, and the
+    member, holding nothing, leaves, its record a tombstone."""
+    sim = settled(1, "a", "b", "c")
+    held = sim.consumers["b"].applied
+    assert len(held) == 4
+    sim.depart("b")
+    assert sim.group.handing_off == {"b"}
+    revoked_at = None
+    for _ in range(40):
+        sim.step(0.25)
+        owned = sim.owners()
+        if "b" in sim.consumers and sim.consumers["b"].applied == held:
+            continue  # still reading all of them: nothing unread yet
+        revoked_at = revoked_at or sim.now
+        if set(owned) == all_partitions({"orders"}) and "b" not in sim.consumers:
+            break
+    assert revoked_at is not None
+    assert revoked_at >= TUNING.rebalance_delay
+    assert set(sim.owners()) == all_partitions({"orders"})
+    assert set(sim.owners().values()) == {"a", "c"}
+    assert not sim.group.handing_off
+    assert "b" not in sim.group.presence
+    records = [r for p in sim.published for r in p.records if r.member == "b"]
+    assert records[-2].partitions == frozenset()  # the revoke of everything
+    assert records[-1].partitions is None  # the tombstone once it left
+    assert sim.group.reconciler.granted.keys() == {"a", "c"}
+
+
+def test_a_member_that_stops_draining_joins_back() -> None:
+    sim = settled(4, "a", "b")
+    sim.depart("b")
+    sim.step(TUNING.rebalance_delay / 2)  # its leave waits for the delay
+    b = sim.consumers["b"]
+    b.state = "active"
+    sim.group.on_presence(b.presence(), sim.now)
+    assert not sim.group.handing_off
+    sim.settle(TUNING.rebalance_delay + 5)
+    assert sorted(len(c.applied) for c in sim.consumers.values()) == [6, 6]
 
 
 def test_crash_waits_for_leave_grace_then_reassigns() -> None:

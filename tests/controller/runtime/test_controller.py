@@ -267,6 +267,66 @@ async def test_a_managed_consumer_with_kafka_heartbeats_joins_applies_and_leaves
                 await member.close()
 
 
+async def test_a_member_that_hands_off_reads_each_partition_until_another_is_granted_it(
+    kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str], topic: str
+) -> None:
+    """``hand_off()``: the member says ``draining`` and reads on; the controller revokes
+    its partitions and grants each to the other member only once it acknowledged, so
+    every one of them is released by the leaver before the other is assigned it (a
+    clean leave releases all of them at once, before the controller even knows). Its
+    iteration ends by itself, holding nothing; ``close()`` then leaves."""
+    group = names[0]
+    cfg = make_config(kafka, mqtt, group)
+    events: list[tuple[str, str, frozenset[KafkaTP]]] = []
+
+    def noted(name: str, kind: str) -> Any:
+        return lambda tps: events.append((name, kind, frozenset(tps)))
+
+    async def read(c: ManagedConsumer) -> None:
+        async for _ in c:
+            pass
+
+    async with running(cfg) as ctl:
+        g = ctl.groups[group]
+        a, b = (
+            managed_member(
+                kafka,
+                mqtt,
+                group,
+                name,
+                topic,
+                on_partitions_assigned=noted(name, "+"),
+                on_partitions_revoked=noted(name, "-"),
+            )
+            for name in ("a", "b")
+        )
+        await a.start()
+        await b.start()
+        readers = [asyncio.create_task(read(c)) for c in (a, b)]
+        try:
+            await _until(lambda: len(a.assignment) == 6 and len(b.assignment) == 6)
+            leaving = b.assignment
+            b.hand_off(timeout=30)
+            b.hand_off(timeout=1)  # asked again: the first deadline holds
+            async with asyncio.timeout(20):
+                await readers[1]  # ends by itself once a record takes everything
+            assert b.handed_off
+            assert not b.assignment
+            assert g.state.handing_off == {"b"}
+            assert group_view(g)["members"]["b"]["state"] == "handing-off"  # type: ignore[index]
+            await b.close()
+            await _until(lambda: len(a.assignment) == 12 and "b" not in g.state.reconciler.granted)
+            assert g.state.reconciler.granted == {"a": all_of(topic)}
+        finally:
+            await cancel_and_wait(*readers)
+            await a.close()
+            await b.close()
+    order = {(name, kind, tp): i for i, (name, kind, tps) in enumerate(events) for tp in tps}
+    for tp in leaving:
+        assert order[("b", "-", tp)] < order[("a", "+", tp)], tp
+    assert ("b", "+", next(iter(leaving))) in order  # the callbacks were recorded at all
+
+
 async def test_heartbeat_topic_membership(
     kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str], topic: str
 ) -> None:

@@ -44,7 +44,7 @@ def test_presence_round_trip() -> None:
         ),
         ({"partitions": [["orders", 1], ["orders", 1]]}, "lists a partition more than once"),
         ({"member": "a/b"}, "member: String should match pattern"),
-        ({"state": "zombie"}, "state: Input should be 'active' or 'leaving'"),
+        ({"state": "zombie"}, "state: Input should be 'active', 'draining' or 'leaving'"),
         ({"capacity": 0}, "capacity: Input should be greater than 0"),
         ({"lag": [["orders", 1, -5]]}, "lag.0.2: Input should be greater than or equal to 0"),
         (
