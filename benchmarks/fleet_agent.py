@@ -3,10 +3,11 @@ presence with Wills, real reading of the assignments topic), driven by JSON-line
 commands on stdin, reporting every change of what a member holds as JSON lines on
 stdout, stamped with the wall clock the driver shares.
 
-Commands: ``{"id": N, "op": "join"|"leave"|"crash"|"stop", "names": [...], "racks":
-[...]}``; each is answered ``{"id": N}`` once done. Events: ``{"t": time, "m": name,
-"held": [partition, ...]}``; a member that leaves, crashes or stops reads nothing from
-the moment the command reaches it.
+Commands: ``{"id": N, "op": "join"|"leave"|"handoff"|"crash"|"stop", "names": [...],
+"racks": [...]}``; each is answered ``{"id": N}`` once done. Events: ``{"t": time, "m":
+name, "held": [partition, ...]}``; a member that leaves, crashes or stops reads nothing
+from the moment the command reaches it; one that hands off reads on until a record
+takes its partitions.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ async def main(a: argparse.Namespace) -> None:
             await asyncio.gather(
                 *(fleet.join(n, [a.topic], r) for n, r in zip(names, racks, strict=True))
             )
+        elif cmd["op"] == "handoff":
+            await asyncio.gather(*(fleet.hand_off(n) for n in names if n in fleet.members))
         else:
             now = time.time()
             for n in names:

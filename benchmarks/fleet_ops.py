@@ -368,7 +368,9 @@ async def ballast_ops(
         if "scale_in" in args.ops:
             leaving = everyone[len(half) :]
             minimum = sum(len(agents.held.get(m, ())) for m in leaving)
-            await op("scale_in", lambda: agents.send("leave", leaving), half, minimum)
+            how = "handoff" if args.leave == "handoff" else "leave"
+            result["scale_in_leave"] = args.leave
+            await op("scale_in", lambda: agents.send(how, leaving), half, minimum)
         if "scale_out" in args.ops:
             joining = everyone[len(half) :]
             await op(
@@ -422,6 +424,13 @@ def main() -> None:
     p.add_argument("--delay", type=float, default=0.5, help="rebalance.delay (s)")
     p.add_argument("--leave-grace", type=float, default=10.0, help="rebalance.leave_grace (s)")
     p.add_argument("--handoff-timeout", type=float, default=15.0)
+    p.add_argument(
+        "--leave",
+        choices=("handoff", "immediate"),
+        default="handoff",
+        help="how scale-in members leave: reading on until their partitions are granted "
+        "elsewhere (hand_off), or stopping first (close(leave=True))",
+    )
     p.add_argument("--json", action="store_true", help="one JSON line")
     p.add_argument("--log-dir", help="keep the controllers' logs (level info) in this directory")
     args = p.parse_args()
