@@ -185,9 +185,10 @@ logging: {{format: json}}
         )
         self.note("start_replica", target=name, freeze_at=freeze_at)
 
-    def start_worker(self, name: str, java: bool = False) -> None:
+    def start_worker(self, name: str, java: bool = False, hand_off: bool = False) -> None:
         """A ``ballast worker`` process, or (``java``) the Java member's worker: the same
-        files, so the checker reads both."""
+        files, so the checker reads both. ``hand_off``: its SIGTERM reads on until the
+        controller has moved its partitions (``--hand-off``)."""
         assert self.kafka is not None
         assert self.mqtt is not None
         out = str(self.workdir / f"{name}.out")
@@ -201,6 +202,8 @@ logging: {{format: json}}
             argv = [str(BIN), "worker", "--bootstrap", self.kafka.address, "--mqtt-port"]
             argv += [str(self.mqtt.port), "--group", GROUP, "--member", name, "--topic", TOPIC]
             argv += ["--out", out, "--presence", self.presence]
+        if hand_off:
+            argv.append("--hand-off")
         log = (self.workdir / f"{name}.log").open("ab")
         self.procs[name] = subprocess.Popen(argv, stderr=log, stdout=subprocess.DEVNULL)
         self.note("start_worker", target=name)

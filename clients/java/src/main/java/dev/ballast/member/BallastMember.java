@@ -78,6 +78,8 @@ public final class BallastMember implements AutoCloseable {
     private Set<TopicPartition> held = Set.of();
     private long generation = -1;
     private Pending pending;
+    /** When {@link #handOff} gives up waiting (epoch ms); -1 until it is called. */
+    private long handOffDeadline = -1;
     private long nextBeat;
     private long invalid;
 
@@ -124,7 +126,28 @@ public final class BallastMember implements AutoCloseable {
         while (reader.position(own) < end) {
             reader.poll(Duration.ofMillis(200)).forEach(this::consider);
         }
-        announce("active");
+        announce(live());
+    }
+
+    /**
+     * Leave without a gap: announce {@code draining} and keep polling while the controller
+     * revokes each partition and grants it to another member. {@link #handedOff} turns true
+     * once a record leaves this member holding nothing, or {@code timeout} from now; then
+     * {@link #close()}. From the polling thread, like every other call.
+     */
+    public void handOff(Duration timeout) {
+        if (timeout.isNegative() || timeout.isZero()) {
+            throw new IllegalArgumentException("timeout: must be above 0, got " + timeout);
+        }
+        if (handOffDeadline >= 0) return; // the first deadline holds
+        handOffDeadline = System.currentTimeMillis() + timeout.toMillis();
+        announce(live());
+    }
+
+    /** {@link #handOff} was called and nothing is left to read (or its time ran out). */
+    public boolean handedOff() {
+        return handOffDeadline >= 0
+                && ((held.isEmpty() && pending == null) || System.currentTimeMillis() >= handOffDeadline);
     }
 
     /**
@@ -134,7 +157,7 @@ public final class BallastMember implements AutoCloseable {
     public ConsumerRecords<byte[], byte[]> poll(Duration timeout) {
         reader.poll(Duration.ZERO).forEach(this::consider);
         if (pending != null) apply();
-        if (System.currentTimeMillis() >= nextBeat) announce("active");
+        if (System.currentTimeMillis() >= nextBeat) announce(live());
         if (held.isEmpty()) {
             // Nothing to fetch: wait on the assignments instead.
             reader.poll(timeout).forEach(this::consider);
@@ -254,7 +277,7 @@ public final class BallastMember implements AutoCloseable {
         held = Set.copyOf(next.partitions());
         generation = next.generation();
         if (!added.isEmpty()) listener.assigned(added);
-        announce("active"); // the acknowledgement
+        announce(live()); // the acknowledgement
     }
 
     /** Stop fetching, tell the application, commit what it was given: then let go. */
@@ -267,6 +290,11 @@ public final class BallastMember implements AutoCloseable {
             if (offset != null) offsets.put(tp, new OffsetAndMetadata(offset));
         }
         if (!offsets.isEmpty()) data.commitSync(offsets);
+    }
+
+    /** The state of a member that is not leaving yet: {@code draining} once it hands off. */
+    private String live() {
+        return handOffDeadline >= 0 ? "draining" : "active";
     }
 
     private void announce(String state) {

@@ -10,6 +10,7 @@ import java.util.Collection;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.stream.Collectors;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -20,11 +21,13 @@ import org.apache.kafka.common.TopicPartition;
  * offset value time} to {@code --out} and commits each batch; {@code <out>.events} (JSON
  * lines) says when partitions were granted and revoked and what each commit covered. The
  * same files as the Python worker's, so the fault suite's checker reads both. SIGTERM: a
- * clean leave ({@code --restart}: keep the partitions for leave_grace); SIGKILL: a crash.
+ * clean leave ({@code --restart}: keep the partitions for leave_grace; {@code --hand-off}:
+ * read on until the controller has moved every partition, then leave); SIGKILL: a crash.
  *
  * <pre>java -cp ... dev.ballast.member.Worker --bootstrap HOST:PORT --group G --member M
  *     --topic T [--topic T2] --out FILE [--heartbeat-topic ballast.heartbeats]
- *     [--assignments-topic ballast.assignments] [--heartbeat-interval-ms 500] [--restart]</pre>
+ *     [--assignments-topic ballast.assignments] [--heartbeat-interval-ms 500]
+ *     [--restart | --hand-off]</pre>
  */
 public final class Worker {
     private Worker() {}
@@ -38,6 +41,7 @@ public final class Worker {
                 one(args, "--heartbeat-topic", "ballast.heartbeats"),
                 Duration.ofMillis(Long.parseLong(one(args, "--heartbeat-interval-ms", "500"))));
         boolean restart = args.containsKey("--restart");
+        boolean handOff = args.containsKey("--hand-off");
         String out = one(args, "--out", null);
         try (PrintWriter sink = new PrintWriter(new FileWriter(out, StandardCharsets.UTF_8, true));
                 PrintWriter events = new PrintWriter(new FileWriter(out + ".events", StandardCharsets.UTF_8, true))) {
@@ -53,9 +57,14 @@ public final class Worker {
                 }
             });
             CountDownLatch done = new CountDownLatch(1);
+            AtomicBoolean stopping = new AtomicBoolean();
             Thread main = Thread.currentThread();
             Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-                main.interrupt();
+                if (handOff) {
+                    stopping.set(true); // the loop hands off and ends once it holds nothing
+                } else {
+                    main.interrupt();
+                }
                 try {
                     done.await();
                 } catch (InterruptedException e) {
@@ -64,7 +73,8 @@ public final class Worker {
             }));
             member.start();
             try {
-                while (!Thread.currentThread().isInterrupted()) {
+                while (!Thread.currentThread().isInterrupted() && !member.handedOff()) {
+                    if (stopping.get()) member.handOff(Duration.ofSeconds(20));
                     ConsumerRecords<byte[], byte[]> batch = member.poll(Duration.ofMillis(200));
                     if (batch.isEmpty()) continue;
                     for (ConsumerRecord<byte[], byte[]> r : batch) {
@@ -107,7 +117,7 @@ public final class Worker {
         for (int i = 0; i < argv.length; i++) {
             String flag = argv[i];
             if (!flag.startsWith("--")) throw new IllegalArgumentException("unexpected argument: " + flag);
-            if (flag.equals("--restart")) {
+            if (flag.equals("--restart") || flag.equals("--hand-off")) {
                 out.put(flag, List.of());
             } else if (i + 1 < argv.length) {
                 out.computeIfAbsent(flag, k -> new ArrayList<>()).add(argv[++i]);
