@@ -392,9 +392,8 @@ def _hand_out(
     the receiver of each in dealing order. They are interchangeable, so each receiver
     takes a stretch of them grouped by their last holder: its share comes from one or
     two holders. A member that hands its partitions off (``draining``) releases them
-    one acknowledgement at a time, and a receiver waits for every holder its share came
-    from (500 leaving at once published 13 rounds of 500 records, one partition from
-    each, where 2 rounds do)."""
+    at its own acknowledgement, and a receiver waits for every holder its share came
+    from (measured in docs/assignors.md, "Place orphans")."""
     groups: dict[str | None, list[int]] = {}
     for pid in run:
         groups.setdefault(before.get(pid), []).append(pid)
