@@ -37,7 +37,7 @@ class ConstraintStore:
         self._producer: AIOKafkaProducer | None = None
         self._lock = asyncio.Lock()
 
-    async def catch_up(self) -> dict[str, ConstraintsRecord]:
+    async def catch_up(self, idle: float = 0.3) -> dict[str, ConstraintsRecord]:
         """Every group's constraints as written up to now (our own acknowledged writes
         included); read from the beginning once, then only what is new."""
         async with self._lock:
@@ -46,9 +46,9 @@ class ConstraintStore:
                 self._consumer, self._tps = await assigned_reader(
                     client_options(self._cfg), topic, f"{self._cfg.kafka.client_id}-constraints"
                 )
-                messages = await read_to_end(self._consumer, self._tps)
+                messages = await read_to_end(self._consumer, self._tps, idle)
             else:
-                messages = await catch_up(self._consumer, self._tps)
+                messages = await catch_up(self._consumer, self._tps, idle)
             for msg in messages:
                 self._take(msg)
             return dict(self._records)

@@ -151,6 +151,7 @@ class Controller:
             own.election = ShardElection(cfg, self.replica, own.acquire_shards, own.release_shards)
             await own.election.start()
             self._spawn(own.election.run, "election")
+            self._spawn(own.follow, "standby-read")
         else:
             await self.ownership.acquire([g.name for g in cfg.groups], shard=None)
         self._spawn(self._membership.run, "membership")

@@ -3,6 +3,7 @@ partition counts: the lag poll's reads, on a loop of their own."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import repeat
 
@@ -82,8 +83,8 @@ class OffsetReader:
         self._admin = AIOKafkaAdminClient(
             **client_options(cfg), client_id=f"{cfg.kafka.client_id}-admin"
         )
-        await self._consumer.start()
-        await self._admin.start()
+        # Together: a takeover waits for this start (after its reads of the log).
+        await asyncio.gather(self._consumer.start(), self._admin.start())
         # Only a topic that exists: a refresh may create what it names, and a reader
         # started outside the daemon (which creates the topic first) must not.
         mine = cfg.assignments.name

@@ -73,8 +73,9 @@ class AssignmentPublisher:
     async def stop(self) -> None:
         await self._producer.stop()
 
-    async def publish_fence(self, group: str, epoch: int, replica: str) -> None:
-        """A fence marker for ``group`` on every partition of the assignments topic."""
+    async def publish_fence(self, group: str, epoch: int, replica: str) -> dict[int, int]:
+        """A fence marker for ``group`` on every partition of the assignments topic; where
+        each landed (partition -> offset)."""
         topic = self._cfg.assignments.name
         value = Fence(
             group=group, controller_epoch=epoch, replica=replica, issued_at=time.time()
@@ -88,7 +89,8 @@ class AssignmentPublisher:
                 await self._producer.send(topic, value, key=key, partition=p, headers=headers)
                 for p in partitions
             ]
-            await asyncio.gather(*futures)
+            landed = await asyncio.gather(*futures)
+        return {meta.partition: meta.offset for meta in landed}
 
     async def flush(self) -> None:
         """Until every record handed to the producer is acknowledged or failed."""
