@@ -116,10 +116,13 @@ class Reconciler:
         #: record a plan left alone has nothing to acknowledge).
         self.written: dict[str, int] = {}
         self.releasing: dict[TopicPartition, Release] = {}
-        #: member -> partitions it is releasing; deadlines in a lazy min-heap. Acks and
-        #: plans then cost what they touch, not the number of handoffs in flight.
+        #: member -> partitions it is releasing; deadline -> partitions released by then,
+        #: the deadlines in a lazy min-heap. Acks and plans then cost what they touch, not
+        #: the number of handoffs in flight; a plan's revokes share one deadline, so a
+        #: scale-out's 50 000 take one heap entry, not 50 000 ordered by partition.
         self._releasing_of: dict[str, set[TopicPartition]] = {}
-        self._deadlines: list[tuple[float, TopicPartition]] = []
+        self._due: dict[float, set[TopicPartition]] = {}
+        self._deadlines: list[float] = []
         self._acked_since: set[str] = set()
         for tp, (m, gen) in (releasing or {}).items():
             if tp not in self.owner:
@@ -227,6 +230,7 @@ class Reconciler:
             if want is None:
                 continue
             held = have or _NOTHING
+            release = Release(m, gen, now + self.handoff_timeout)
             moved = self._moved.get(m)
             if moved is not None and moved[0] is have:
                 # Granted what it was to have: the target's delta is the difference.
@@ -248,7 +252,7 @@ class Reconciler:
             if have is None or lose or got or m in refresh:
                 grant = want if len(got) == len(gain) else (held & want).union(got)
                 for tp in lose:
-                    releases[tp] = Release(m, gen, now + self.handoff_timeout)
+                    releases[tp] = release
                 pending = set(self._releasing_of.get(m, ())) | lose
                 tags = self.tags.get(m, _UNTAGGED)
                 listed = self._listed.get(m) if grant is want else None
@@ -320,13 +324,9 @@ class Reconciler:
 
     def next_deadline(self) -> float | None:
         heap = self._deadlines
-        while heap:
-            deadline, tp = heap[0]
-            rel = self.releasing.get(tp)
-            if rel is not None and rel.deadline == deadline:
-                return deadline
-            heapq.heappop(heap)  # released or re-timed since: stale
-        return None
+        while heap and heap[0] not in self._due:
+            heapq.heappop(heap)  # everything due then was released or re-timed since
+        return heap[0] if heap else None
 
     def settled(self) -> bool:
         """Every grant is its target and no handoff is in flight."""
@@ -354,12 +354,27 @@ class Reconciler:
         return out
 
     def _add_release(self, tp: TopicPartition, rel: Release) -> None:
+        was = self.releasing.get(tp)
+        if was is not None:
+            self._not_due(tp, was.deadline)
         self.releasing[tp] = rel
         self._releasing_of.setdefault(rel.member, set()).add(tp)
-        heapq.heappush(self._deadlines, (rel.deadline, tp))
+        due = self._due.get(rel.deadline)
+        if due is None:
+            due = self._due[rel.deadline] = set()
+            heapq.heappush(self._deadlines, rel.deadline)
+        due.add(tp)
+
+    def _not_due(self, tp: TopicPartition, deadline: float) -> None:
+        due = self._due.get(deadline)
+        if due is not None:
+            due.discard(tp)
+            if not due:
+                del self._due[deadline]  # its heap entry is now stale
 
     def _drop_release(self, tp: TopicPartition) -> None:
         rel = self.releasing.pop(tp)
+        self._not_due(tp, rel.deadline)
         mine = self._releasing_of[rel.member]
         mine.discard(tp)
         if not mine:
@@ -374,11 +389,9 @@ class Reconciler:
                 if gone or self.acked.get(m, -1) >= self.releasing[tp].generation:
                     self._drop_release(tp)
         self._acked_since.clear()
-        while self._deadlines and self._deadlines[0][0] <= now:
-            deadline, tp = heapq.heappop(self._deadlines)
-            rel = self.releasing.get(tp)
-            if rel is not None and rel.deadline == deadline:
-                self.timed_out.append(rel)
+        while self._deadlines and self._deadlines[0] <= now:
+            for tp in sorted(self._due.pop(heapq.heappop(self._deadlines), ())):
+                self.timed_out.append(self.releasing[tp])
                 self._drop_release(tp)
 
     def _wake(self, tp: TopicPartition) -> None:

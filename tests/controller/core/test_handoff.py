@@ -3,6 +3,7 @@ situation changed, not at every member still waiting for a revoke."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from assignors import TopicPartition
@@ -74,3 +75,41 @@ def test_a_waiting_member_is_still_granted_when_its_revoke_times_out() -> None:
         ("b", frozenset({tp(1), tp(2)}))
     ]
     assert [rel.member for rel in r.timed_out] == ["a"]
+
+
+def test_the_next_deadline_is_the_earliest_revoke_still_in_flight() -> None:
+    """Revokes of one plan share a deadline (one heap entry); acks, timeouts and later
+    plans leave ``next_deadline`` the earliest of the revokes still in flight and time
+    out exactly the ones past it, in deadline and partition order."""
+    rng = random.Random(7)
+    members = [f"m{i}" for i in range(6)]
+    parts = [tp(i) for i in range(60)]
+    granted = {m: parts[i * 10 : i * 10 + 10] for i, m in enumerate(members)}
+    r = Reconciler(handoff_timeout=5.0, granted=granted)
+    now, acked, timeouts = 0.0, ("", -1), 0
+    for _ in range(400):
+        now += rng.choice([0.0, 0.5, 1.0, 3.0])
+        if rng.random() < 0.4:
+            shuffled = rng.sample(parts, len(parts))
+            cuts = [0, *sorted(rng.sample(range(1, len(parts)), len(members) - 1)), len(parts)]
+            r.update_target({m: shuffled[cuts[i] : cuts[i + 1]] for i, m in enumerate(members)})
+        member, generation = acked
+        due = sorted(
+            (rel.deadline, part, rel)
+            for part, rel in r.releasing.items()
+            if rel.deadline <= now and not (rel.member == member and rel.generation <= generation)
+        )
+        plan = r.plan(now)
+        assert r.timed_out == [rel for _, _, rel in due]
+        timeouts += len(r.timed_out)
+        r.timed_out = []
+        if plan is not None:
+            r.commit(plan)
+        pending = [rel.deadline for rel in r.releasing.values()]
+        assert r.next_deadline() == (min(pending) if pending else None)
+        acked = ("", -1)
+        if rng.random() < 0.5:
+            member = rng.choice(members)
+            acked = (member, r.written.get(member, 0))
+            r.ack(*acked)
+    assert timeouts > 20  # the walk reaches deadlines, not only acks
