@@ -385,7 +385,7 @@ class Reconciler:
         """Free what acked or departed members released, and what timed out."""
         for m in sorted(self._acked_since | self._departed):
             gone = m not in self.granted or m in self._departed
-            for tp in sorted(self._releasing_of.get(m, ())):
+            for tp in list(self._releasing_of.get(m, ())):  # dropped as we go
                 if gone or self.acked.get(m, -1) >= self.releasing[tp].generation:
                     self._drop_release(tp)
         self._acked_since.clear()
