@@ -131,13 +131,14 @@ class Ownership:
                         await publisher.stop()
 
     async def follow(self) -> None:
-        """While another replica leads some shard, keep this one's read of the assignments
-        and constraints topics current: a takeover then reads the last second's records,
-        not all since this replica last read (4.2 s of a 6.7 s takeover at 1 000 x
-        100 000, docs/performance.md)."""
+        """While another replica leads some configured group, keep this one's read of the
+        assignments and constraints topics current: a takeover then reads the last
+        second's records, not all since this replica last read (4.5 to 5.4 s of 7 to 9 s of
+        recovery at 1 000 x 100 000, benchmarks/results/operations-history.md). A
+        replica that leads every group does not read its own writes back."""
         while True:
             await asyncio.sleep(FOLLOW_INTERVAL)
-            if self.election is not None and len(self.election.owned) < self.cfg.ha.shards:
+            if any(g.name not in self._state.groups for g in self.cfg.groups):
                 await asyncio.gather(
                     self._log.catch_up(idle=QUIET),
                     self._constraints.catch_up(idle=QUIET),
