@@ -230,7 +230,6 @@ class Reconciler:
             if want is None:
                 continue
             held = have or _NOTHING
-            release = Release(m, gen, now + self.handoff_timeout)
             moved = self._moved.get(m)
             if moved is not None and moved[0] is have:
                 # Granted what it was to have: the target's delta is the difference.
@@ -251,6 +250,7 @@ class Reconciler:
                     self._waiting[tp] = m
             if have is None or lose or got or m in refresh:
                 grant = want if len(got) == len(gain) else (held & want).union(got)
+                release = Release(m, gen, now + self.handoff_timeout)  # shared by its revokes
                 for tp in lose:
                     releases[tp] = release
                 pending = set(self._releasing_of.get(m, ())) | lose

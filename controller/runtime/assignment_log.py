@@ -34,9 +34,14 @@ async def read_to_end(
     consumer: AIOKafkaConsumer, tps: list[KafkaTP], idle: float = 0.3
 ) -> list[object]:
     """Every record from the beginning to the current end of ``tps``."""
+    await rewind(consumer, tps)
+    return await catch_up(consumer, tps, idle)
+
+
+async def rewind(consumer: AIOKafkaConsumer, tps: list[KafkaTP]) -> None:
+    """Read ``tps`` from their beginning."""
     consumer.assign(tps)
     await consumer.seek_to_beginning(*tps)
-    return await catch_up(consumer, tps, idle)
 
 
 async def catch_up(
@@ -165,8 +170,7 @@ class AssignmentLog:
                     self._cfg.assignments.name,
                     f"{self._cfg.kafka.client_id}-recovery",
                 )
-                self._consumer.assign(self._tps)
-                await self._consumer.seek_to_beginning(*self._tps)
+                await rewind(self._consumer, self._tps)
             # Fences on fewer partitions than the topic has now (it grew since): the
             # others have no known end.
             if through is not None and set(through) == {tp.partition for tp in self._tps}:

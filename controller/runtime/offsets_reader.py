@@ -83,8 +83,14 @@ class OffsetReader:
         self._admin = AIOKafkaAdminClient(
             **client_options(cfg), client_id=f"{cfg.kafka.client_id}-admin"
         )
-        # Together: a takeover waits for this start (after its reads of the log).
-        await asyncio.gather(self._consumer.start(), self._admin.start())
+        # Together: a takeover waits for this start (after its reads of the log). Both end
+        # before a failure is raised, so ``stop`` never races a start still connecting.
+        started = await asyncio.gather(
+            self._consumer.start(), self._admin.start(), return_exceptions=True
+        )
+        for outcome in started:
+            if isinstance(outcome, BaseException):
+                raise outcome
         # Only a topic that exists: a refresh may create what it names, and a reader
         # started outside the daemon (which creates the topic first) must not.
         mine = cfg.assignments.name

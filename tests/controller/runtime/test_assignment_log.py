@@ -6,7 +6,6 @@ assigned" when its recovery reader asked too soon)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 import pytest
 from aiokafka import TopicPartition as KafkaTP
@@ -101,7 +100,7 @@ async def test_a_standby_follows_what_the_leader_writes(
     )
     try:
         await leader.start()
-        await _until(lambda: group in leader.groups, "the first replica leads")
+        await fleet.wait_for(lambda: group in leader.groups)  # the first replica leads
         await standby.start()
         await fleet.start()
         for name in ("m1", "m2", "m3"):
@@ -113,16 +112,9 @@ async def test_a_standby_follows_what_the_leader_writes(
             current = standby._log.view.group_records(group)  # what a takeover starts from
             return {m: r.record.held() for m, r in current.items() if r.record}
 
-        await _until(lambda: followed() == granted, "the standby's read holds every grant")
+        await fleet.wait_for(lambda: followed() == granted)  # without a takeover
         assert group not in standby.groups
     finally:
         await fleet.stop()
         await standby.stop()
         await leader.stop()
-
-
-async def _until(predicate: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, f"not within {timeout:g} s: {what}"
-        await asyncio.sleep(0.1)
