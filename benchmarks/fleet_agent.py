@@ -27,7 +27,14 @@ def _held(member: SimMember) -> None:
 
 
 async def main(a: argparse.Namespace) -> None:
-    fleet = Fleet(a.bootstrap, a.mqtt_port, a.group, keepalive=a.keepalive)
+    slot, slots = a.slot
+    fleet = Fleet(
+        a.bootstrap,
+        a.mqtt_port,
+        a.group,
+        keepalive=a.keepalive,
+        hosts=lambda name: name[1:].isdigit() and int(name[1:]) % slots == slot,
+    )
     fleet.on_held = _held
     await fleet.start()
 
@@ -57,4 +64,10 @@ if __name__ == "__main__":
     p.add_argument("--group", required=True)
     p.add_argument("--topic", required=True)
     p.add_argument("--keepalive", type=int, default=5)
+    p.add_argument(
+        "--slot",
+        type=lambda v: tuple(map(int, v.split("/"))),
+        required=True,
+        help="I/N: this agent hosts the members m<k> with k %% N == I (the driver's split)",
+    )
     asyncio.run(main(p.parse_args()))

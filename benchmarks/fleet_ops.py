@@ -268,6 +268,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def listen_overflows() -> int:
+    """Connections this network namespace's listening sockets had no room for (Linux's
+    ``TcpExt: ListenOverflows``): a client whose handshake was dropped so retries its
+    SYN a second later, so a burst of joins can reach the controller a second late."""
+    lines = Path("/proc/net/netstat").read_text().splitlines()
+    for names, values in zip(lines[::2], lines[1::2], strict=False):
+        if names.startswith("TcpExt:"):
+            table = dict(zip(names.split()[1:], values.split()[1:], strict=True))
+            return int(table.get("ListenOverflows", 0))
+    return 0
+
+
 def led_groups(port: int) -> set[str]:
     """The groups a replica leads now (``/v1/leadership``: cheap enough to poll, where a
     scrape of ``/metrics`` every 100 ms took the controller 4 s of CPU in a run)."""
@@ -324,9 +336,10 @@ async def ballast_ops(
         await asyncio.create_subprocess_exec(
             sys.executable, str(HERE / "fleet_agent.py"), "--bootstrap", kafka.address,
             "--mqtt-port", str(mqtt.port), "--group", GROUP, "--topic", TOPIC,
+            "--slot", f"{i}/{args.agents}",  # as ``Agents.agent_of`` splits the fleet
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         )
-        for _ in range(args.agents)
+        for i in range(args.agents)
     ]  # fmt: skip
     agents = Agents(procs)
     agents.start_reading()
@@ -344,6 +357,7 @@ async def ballast_ops(
 
         async def op(name: str, act: Any, members_after: list[str], minimum: int | None) -> None:
             """``minimum`` None: what ``members_after`` hold once settled (a scale-out)."""
+            overflows0 = listen_overflows()
             cpu0, fleet0, work0, t0 = (
                 ctl.cpu_seconds(),
                 agents.cpu_seconds(),
@@ -358,6 +372,7 @@ async def ballast_ops(
                 result[f"{name}_{key}"] = value
             result[f"{name}_controller_cpu_s"] = round(ctl.cpu_seconds() - cpu0, 1)
             result[f"{name}_fleet_cpu_s"] = round(agents.cpu_seconds() - fleet0, 1)
+            result[f"{name}_listen_overflows"] = listen_overflows() - overflows0
             leader, work = await asyncio.to_thread(ctl.work_done)
             before = work0[1] if work0[0] == leader else {}
             for key in ("publish_count", "publish_s", "handoff_count", "handoff_s"):

@@ -177,6 +177,14 @@ def main() -> None:
         help="Ballast's leave_grace and Kafka's session timeout (s)",
     )  # fmt: skip
     p.add_argument("--handoff-timeout", type=float, default=15.0)
+    p.add_argument(
+        "--leave",
+        choices=("immediate", "handoff"),
+        default="immediate",
+        help="how Ballast's scale-in members leave: stopping first, as a consumer of the "
+        "group protocol does (close(leave=True)), or reading on until their partitions "
+        "are granted elsewhere (hand_off)",
+    )
     p.add_argument("--log-dir", help="keep Ballast's controller logs here")
     p.add_argument("--json", action="store_true", help="one JSON line")
     args = p.parse_args()

@@ -115,7 +115,10 @@ class MqttPresence:
                     password=auth.password,
                     tls_params=auth.tls,
                 ) as client:
-                    await client.subscribe(pattern, qos=1)
+                    # QoS 0: with a clean session, QoS 1 redelivers nothing a dropped
+                    # link lost (the resync below covers that), yet costs a PUBACK per
+                    # message and holds the broker to 20 unacknowledged ones in flight.
+                    await client.subscribe(pattern, qos=0)
                     reraise_swallowed_cancel()  # or it would wait for messages forever
                     self._health.link("mqtt", True)
                     self.connected.set()

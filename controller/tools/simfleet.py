@@ -56,8 +56,13 @@ class Fleet:
         prefix: str = "ballast",
         keepalive: int = 5,
         mqtt_host: str = "127.0.0.1",
+        hosts: Callable[[str], bool] | None = None,
     ) -> None:
+        """``hosts``: the member ids this fleet may ever host, when it is one of several
+        processes sharing a fleet; the others' records are skipped undecoded, as a real
+        member reads only its own key and the fence markers."""
         self.bootstrap = bootstrap
+        self._hosts = hosts
         self.mqtt_host = mqtt_host
         self.mqtt_port = mqtt_port
         self.group = group
@@ -219,6 +224,8 @@ class Fleet:
     async def _read(self) -> None:
         assert self._consumer is not None
         async for msg in self._consumer:
+            if self._not_ours(msg.key):
+                continue
             entry = log_entry(msg)
             if entry is None or entry.group != self.group:
                 continue
@@ -247,6 +254,12 @@ class Fleet:
                 # each wait for all the others' records, where a member of its own
                 # acknowledges at once.
                 await asyncio.sleep(0)
+
+    def _not_ours(self, key: bytes | None) -> bool:
+        """A member record (its key has a ``/``) of a member this fleet never hosts."""
+        if self._hosts is None or not key or b"/" not in key:
+            return False
+        return not self._hosts(key.split(b"/", 1)[1].decode(errors="replace"))
 
     def _ack_soon(self, member: SimMember) -> None:
         """Acks go out concurrently (each member has its own connection, which keeps its
