@@ -41,7 +41,6 @@ from pathlib import Path
 
 from promscrape import group_summary, pct, scrape
 
-from assignors import TopicPartition
 from controller.tools import apache_kafka, embedded
 from controller.tools.simfleet import Fleet, SimMember
 
@@ -91,7 +90,7 @@ async def bench(
         fleet = Fleet(kafka.address, mqtt.port, "bench", keepalive=30)
         first_record: dict[int, float] = {}
         #: The partitions a member that left held and nobody else holds yet.
-        unheld: set[TopicPartition] = set()
+        unheld: set[tuple[str, int]] = set()
         all_held = asyncio.Event()
 
         def stamp(member: SimMember) -> None:

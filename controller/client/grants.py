@@ -111,7 +111,7 @@ class GrantReader:
         self.epoch = max(self.epoch, epoch)
         rec = entry.record
         if rec is not None and rec.issued_to(self._instance):
-            return Grant(frozenset((t, p) for t, p in rec.partitions), generation)
+            return Grant(frozenset(rec.partitions), generation)
         # Our tombstone, or a grant issued to another process under our member id (our
         # predecessor's, until the controller has seen us): hold nothing, ack nothing.
         return Grant(frozenset(), None)
