@@ -270,8 +270,8 @@ def cpu_seconds(pid: int) -> float:
 
 def listen_overflows() -> int:
     """Connections this network namespace's listening sockets had no room for (Linux's
-    ``TcpExt: ListenOverflows``): a client whose handshake was dropped so retries its
-    SYN a second later, so a burst of joins can reach the controller a second late."""
+    ``TcpExt: ListenOverflows``). A client whose handshake was dropped retries it a
+    second later: members of a burst of joins can reach the controller a second late."""
     lines = Path("/proc/net/netstat").read_text().splitlines()
     for names, values in zip(lines[::2], lines[1::2], strict=False):
         if names.startswith("TcpExt:"):
