@@ -6,9 +6,12 @@ points within a short run.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 import shutil
 import subprocess
+import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -52,6 +55,24 @@ def query(port: int, expr: str, at: float | None = None) -> list[dict[str, Any]]
     assert body["status"] == "success", body
     result: list[dict[str, Any]] = body["data"]["result"]
     return result
+
+
+async def panels_without_data(
+    port: int, queries: list[tuple[str, str]], timeout: float = 30.0
+) -> list[str]:
+    """The queries still without a finite value once ``timeout`` has passed, asked again
+    every second until none is: a rate needs two scrapes of its series, and a scrape
+    that times out on a loaded machine (after one interval) is simply retried."""
+    deadline = time.monotonic() + timeout
+    while True:
+        missing = []
+        for title, expr in queries:
+            values = [float(r["value"][1]) for r in await asyncio.to_thread(query, port, expr)]
+            if not any(math.isfinite(v) for v in values):
+                missing.append(f"{title}: {expr} -> {values}")
+        if not missing or time.monotonic() > deadline:
+            return missing
+        await asyncio.sleep(1)
 
 
 def query_range(port: int, expr: str, start: float, end: float) -> list[dict[str, Any]]:

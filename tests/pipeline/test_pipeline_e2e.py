@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import time
 import uuid
 from pathlib import Path
@@ -23,8 +22,7 @@ from controller.tools import embedded
 from controller.wire.records import OffsetSample, partition_key
 from tests.brokers import make_config
 from tests.controller.runtime.test_controller import fleet_for, running
-from tests.prometheus import PIPELINE_ROW, panel_queries, start_prometheus
-from tests.prometheus import query as prom_query
+from tests.prometheus import PIPELINE_ROW, panel_queries, panels_without_data, start_prometheus
 
 pytest.importorskip("pyspark", reason="the pipeline extra is not installed")
 
@@ -104,13 +102,9 @@ async def test_samples_to_spark_to_the_controllers_lag_view(  # noqa: PLR0917
             value = ctl.metrics.registry.get_sample_value
             assert (value("ballast_lag_poll_duration_seconds_count", {"group": group}) or 0) > 0
             assert (value("ballast_lag_record_age_seconds_count", {"group": group}) or 0) > 0
-            await asyncio.sleep(3)  # a few scrapes after the last batch
-            missing = [
-                f"{title}: {expr}"
-                for title, expr in panel_queries(rows={PIPELINE_ROW})
-                if not any(math.isfinite(float(r["value"][1])) for r in prom_query(prom_port, expr))
-            ]
-            assert panel_queries(rows={PIPELINE_ROW})
+            queries = panel_queries(rows={PIPELINE_ROW})
+            assert queries
+            missing = await panels_without_data(prom_port, queries)
             assert not missing, "pipeline panels without data:\n" + "\n".join(missing)
     finally:
         query.stop()
