@@ -49,11 +49,13 @@ class FleetLedger:
             await asyncio.sleep(0.1)
 
     async def held_by(self, names: list[str], timeout: float = 30.0) -> None:
-        """All 12 partitions held, by exactly these members, each holding some."""
+        """All 12 partitions held by exactly these members, evenly (no two differ by
+        more than one): the settled split, not a step on the way to it, where a member
+        that has not yet applied its revoke still holds its old share."""
         deadline = time.monotonic() + timeout
         while True:
             held = [len(self.holders[n].assignment) for n in names]
-            if sum(held) == 12 and all(held):
+            if sum(held) == 12 and max(held) - min(held) <= 1:
                 return
             assert time.monotonic() < deadline, (
                 f"not settled: {dict(zip(names, held, strict=True))}"

@@ -21,11 +21,14 @@ only then acknowledges; on grant it ``incremental_assign()``s from the committed
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
+    OFFSET_END,
+    OFFSET_INVALID,
     Consumer,
     KafkaError,
     KafkaException,
@@ -45,6 +48,31 @@ log = logs.get("ballast.client")
 
 #: How long a broker request of ours may take (s).
 REQUEST_TIMEOUT = 10.0
+#: How long a grant's lookup of committed offsets retries a coordinator that is moving
+#: or loading before the partitions are left to librdkafka's own lookup (s).
+COMMITTED_RETRY = 10.0
+#: The errors of an OffsetFetch that a later one may not have.
+_COORDINATOR_ERRORS = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.UNSTABLE_OFFSET_COMMIT,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError._WAIT_COORD,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+    }
+)
+#: Where a partition without a commit starts, by librdkafka's ``auto.offset.reset``.
+_RESET_TO = {
+    "smallest": OFFSET_BEGINNING,
+    "earliest": OFFSET_BEGINNING,
+    "beginning": OFFSET_BEGINNING,
+    "largest": OFFSET_END,
+    "latest": OFFSET_END,
+    "end": OFFSET_END,
+}
 
 __all__ = ["BallastConsumer", "MemberFailedError", "PresenceOptions"]
 
@@ -65,8 +93,11 @@ class BallastConsumer(SyncBinding[Message]):
             **({"client.rack": rack} if rack is not None else {}),
             **s.consumer_config,
         }
+        reset = _RESET_TO.get(str(data["auto.offset.reset"]), OFFSET_INVALID)
         return Clients(
-            _Data(Consumer(data)), _Log(common, s.identity.instance), lambda: _Heartbeats(common)
+            _Data(Consumer(data), reset),
+            _Log(common, s.identity.instance),
+            lambda: _Heartbeats(common),
         )
 
     def poll(self, timeout: float = 1.0) -> Message | None:
@@ -108,8 +139,9 @@ class _Data:
     message ``consume()`` returned) and drops what it had fetched for a partition it no
     longer has (``incremental_unassign``): no per-message work here."""
 
-    def __init__(self, consumer: Consumer) -> None:
+    def __init__(self, consumer: Consumer, reset: int) -> None:
         self._consumer = consumer
+        self._reset = reset
         self._held: list[TopicPartition] = []
 
     def fetch(
@@ -122,8 +154,36 @@ class _Data:
         return batch, {(tp.topic, tp.partition): tp.offset for tp in positions if tp.offset >= 0}
 
     def add(self, partitions: Sequence[Partition]) -> None:
-        self._consumer.incremental_assign([TopicPartition(t, p) for t, p in partitions])
+        self._consumer.incremental_assign(self._starts(partitions))
         self._held = self._consumer.assignment()
+
+    def _starts(self, partitions: Sequence[Partition]) -> list[TopicPartition]:
+        """Each partition at its commit (or the reset policy's end), looked up here
+        rather than by the assignment: when librdkafka's own lookup gets a request-level
+        NOT_COORDINATOR (a coordinator that moved, ``__consumer_offsets`` still being
+        created) it never fetches those partitions and never retries
+        (confluentinc/librdkafka#5586); ``committed()`` returns the error, and we retry.
+        Past ``COMMITTED_RETRY`` the partitions go to librdkafka's lookup after all: a
+        grant is never dropped."""
+        asked = [TopicPartition(t, p) for t, p in partitions]
+        deadline = time.monotonic() + COMMITTED_RETRY
+        while True:
+            error = None
+            try:
+                found = self._consumer.committed(asked, timeout=REQUEST_TIMEOUT)
+                error = next((tp.error for tp in found if tp.error is not None), None)
+            except KafkaException as exc:
+                error = exc.args[0]
+            if error is None:
+                break
+            if error.code() not in _COORDINATOR_ERRORS or time.monotonic() > deadline:
+                log.warning("committed_offsets_not_read", error=str(error))
+                return asked
+            time.sleep(0.1)
+        for tp in found:
+            if tp.offset < 0:
+                tp.offset = self._reset
+        return found
 
     def remove(self, partitions: Sequence[Partition]) -> None:
         self._consumer.incremental_unassign([TopicPartition(t, p) for t, p in partitions])
