@@ -155,6 +155,9 @@ class Repair(LagSearch):
                 c2, lag, name = heap[0]
                 heapq.heapreplace(heap, (c2 + 2, lag + weight, name))
                 takers.append(name)
+            if len(takers) == 1:  # with lag, most runs: nothing to group
+                dealt.setdefault(name, []).append((orphans[start], weight))
+                continue
             for name, pids in _hand_out(orphans[start:end], takers, before).items():
                 dealt.setdefault(name, []).extend((pid, weight) for pid in pids)
         receivers: list[Member] = []
