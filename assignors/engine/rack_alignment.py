@@ -1,6 +1,6 @@
 """Rack alignment: count-neutral swaps that bring partitions onto a rack holding one of
-their replicas (on a fresh placement also moves between members that trade counts), and
-the count of those still off their racks (Kafka's count)."""
+their replicas (on a fresh placement also moves between members that trade counts, and
+chains of moves), and the count of those still off their racks (Kafka's count)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from ..rack_index import Misplaced
 from ..racks import Racks
 from ..replica_layouts import ReplicaLayouts
 from .member import Member
-from .repair import Repair
+from .rack_chains import RackChains
 
 #: Members of a rack tried as receivers of one misplaced partition.
 _MOVE_SCAN = 64
 
 
-class RackAlignment(Repair):
+class RackAlignment(RackChains):
     """Rack alignment after a step's moves."""
 
     def _align(self, candidates: set[int], *, moves: bool = False) -> None:
@@ -30,8 +30,9 @@ class RackAlignment(Repair):
         With ``moves`` (a fresh ``sticky`` placement: nothing was owned, no lag rounds
         follow) a partition that no swap places also moves to a member on its racks
         that holds fewer (``_rack_move``): which members take the extra partitions then
-        follows the racks. After events that would move partitions a count-neutral swap
-        does not, so steps keep the rack-blind counts."""
+        follows the racks; what is left goes by chains of moves (``rack_chains.py``).
+        After events that would move partitions a count-neutral swap does not, so
+        steps keep the rack-blind counts."""
         racks, owner, members, plag = self._racks, self._owner, self._members, self._plag
         cap: float | None = None  # per unit of capacity
         if self.lag_aware and self._by_load:
@@ -51,13 +52,8 @@ class RackAlignment(Repair):
         while todo:
             left: dict[int, None] = {}
             swapped = False
-            for p in todo:
-                a_name = owner.get(p)
-                if a_name is None or not racks.misplaced(a_name, p):
-                    continue
-                a = members[a_name]
-                if p in a.pinned:
-                    continue
+            for p, a in self._off_their_racks(todo):
+                a_name = a.name
                 w_p = plag.get(p, 0) if cap is not None else 0
 
                 def fits(b_name: str, q: int, a: Member = a, p: int = p, w_p: int = w_p) -> bool:
@@ -95,6 +91,8 @@ class RackAlignment(Repair):
             if not swapped:
                 break
             todo = sorted(left)
+        if movable:
+            self._rack_chains([p for p in todo if racks.misplaced(owner.get(p), p)])
 
     def _rack_move(self, a: Member, p: int) -> bool:
         """Move ``p`` from ``a`` to a member that holds fewer partitions, on one of its

@@ -35,13 +35,14 @@ def test_fresh_racked_groups_are_at_the_exact_optimum_and_fixed_points() -> None
     assert [differential.moves_when_fed_back(seed) for seed in (196, 421, 540, 823)] == [0] * 4
 
 
-def test_mixed_racked_groups_mostly_reach_the_best_placement_for_their_counts() -> None:
-    """Mixed subscriptions are aligned by swaps and count-trading moves, not solved:
-    measured, not yet exact (docs/assignors.md, "The differential checker"). Guards
-    against going back: before rackless members were swap partners, 84 of these 300
-    groups were above the best placement for ``sticky``'s own counts (15 after, 13 with
-    the moves); before the moves, 101 were above the best balanced placement (50 after)."""
+def test_mixed_racked_groups_reach_the_best_placement_for_their_counts() -> None:
+    """Mixed subscriptions are aligned by swaps, count-trading moves and chains of
+    moves, not solved (docs/assignors.md, "The differential checker"): every one of
+    these 300 groups is at the best placement for ``sticky``'s own counts (84 were not
+    before rackless members were swap partners, 15 after, 13 with the moves, 0 with the
+    chains), and 6 are above the best balanced placement (101 before the moves, 50
+    after, 6 with the chains): those need several members' counts changed at once."""
     report = differential.check(runs=0, events=0, fresh_groups=300, seed=0)
     assert report.mixed_racked == 300
-    assert report.mixed_misses_given_counts <= 20
-    assert report.mixed_misses <= 60
+    assert report.mixed_misses_given_counts == 0
+    assert report.mixed_misses <= 6

@@ -891,6 +891,38 @@ def test_a_fresh_mixed_group_gives_the_extra_partition_to_the_rack_that_needs_it
     assert cross_rack(got, build_racks(build_spec(ppt, subs), members, replicas)) == 0
 
 
+def test_a_fresh_mixed_group_places_by_a_chain_of_moves() -> None:
+    """Seed 25 of the differential check. m1 (rack a) held t0-4, whose racks are not
+    known (off every rack, as Kafka counts it); no swap and no single move placed it:
+    the rackless m0 could take it only by handing one of its own on, t0-0 to m2 on rack
+    b, its replica's. The chain (``engine/rack_chains.py``) makes both moves: 0 off
+    their racks, the balanced optimum (1 before)."""
+    tp = TopicPartition
+    members = {"m0": None, "m1": "a", "m2": "b", "m3": "c", "m4": None}
+    subs = {
+        "m0": ["t0", "t1"],
+        "m1": ["t0", "t1", "t2"],
+        "m2": ["t0", "t1", "t2"],
+        "m3": ["t2"],
+        "m4": ["t1", "t2"],
+    }
+    replicas = {
+        tp("t0", 0): ["b", "c"],
+        tp("t0", 1): ["b"],
+        tp("t0", 2): [],
+        tp("t0", 3): ["a", "b"],
+        tp("t0", 4): [],
+        tp("t1", 0): [],
+        tp("t2", 0): ["c"],
+    }
+    ppt = {"t0": 5, "t1": 1, "t2": 1}
+    got = assign("sticky", ppt, subs, member_racks=members, partition_racks=replicas)
+    assert cross_rack(got, build_racks(build_spec(ppt, subs), members, replicas)) == 0
+    assert is_balanced(got, subs)
+    assert got["m1"] == [tp("t0", 3)]
+    assert sorted(got["m2"]) == [tp("t0", 0), tp("t0", 1)]
+
+
 def test_a_member_subscribed_to_nothing_does_not_hold_lag_or_racks_back() -> None:
     """Found by the property above: with an idle member counted in the mean lag, lag was
     "balanced" only below what any placement reaches, every rack swap lifted a member
