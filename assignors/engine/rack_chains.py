@@ -20,11 +20,14 @@ from .repair import Repair
 
 #: Moves in one chain, at most.
 CHAIN_MOVES = 4
-#: Steps (a member considered as the next link) searched for one misplaced partition,
-#: and for one placement: where nothing can be placed, the search ends within a few
-#: milliseconds.
+#: Steps (a member considered as the next link) searched for one misplaced partition.
 STEPS_PER_PARTITION = 5_000
-STEPS = 20_000
+#: Steps for one placement: ``STEPS_PER_GROUP`` over the members, at least
+#: ``MIN_STEPS``. A small group is searched through (its chains are what its optimum
+#: needs); in one of hundreds, where swaps and single moves leave one or two off their
+#: racks and nothing more can be placed, the search ends within a few milliseconds.
+STEPS_PER_GROUP = 100_000
+MIN_STEPS = 2_000
 #: What applying a chain (its moves, the balance checks, perhaps the undo) costs, in steps.
 APPLY_STEPS = 100
 
@@ -39,7 +42,7 @@ Alike = tuple[int, frozenset[str] | None, str | None, int, frozenset[int]]
 class _Search:
     """One placement's search: its budget, and what stays true while nothing moves."""
 
-    steps: int = STEPS
+    steps: int
     #: Where the steps of the partition being searched run out.
     floor: int = 0
     #: Each topic's subscribers, in name order (subscriptions do not change here).
@@ -86,7 +89,7 @@ class RackChains(Repair):
         """Place what can be placed by a chain, until no chain is found. A partition
         alike one whose search failed is not searched again until a chain is applied."""
         racks, owner = self._racks, self._owner
-        search = _Search()
+        search = _Search(max(MIN_STEPS, STEPS_PER_GROUP // len(self._members)))
         failed: set[Alike] = set()
         found = True
         while found and search.steps > 0:
