@@ -52,8 +52,13 @@ class RackAlignment(RackChains):
         while todo:
             left: dict[int, None] = {}
             swapped = False
-            for p, a in self._off_their_racks(todo):
-                a_name = a.name
+            for p in todo:
+                a_name = owner.get(p)
+                if a_name is None or not racks.misplaced(a_name, p):
+                    continue
+                a = members[a_name]
+                if p in a.pinned:
+                    continue
                 w_p = plag.get(p, 0) if cap is not None else 0
 
                 def fits(b_name: str, q: int, a: Member = a, p: int = p, w_p: int = w_p) -> bool:

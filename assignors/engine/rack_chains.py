@@ -95,6 +95,8 @@ class RackChains(Repair):
         while found and search.steps > 0:
             found = False
             for p, a in self._off_their_racks(misplaced):
+                if search.steps <= 0:
+                    return
                 alike = (
                     topic_of(p),
                     racks.replicas.get(p),
