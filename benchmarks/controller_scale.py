@@ -17,6 +17,9 @@ records' encoding is timed apart (``encode_*``), as the daemon's histograms do.
     python benchmarks/controller_scale.py --members 1000 --partitions 100000 --events 200 --json
     python benchmarks/controller_scale.py --members 10000 --partitions 1000000 --events 100 --json
 
+``--phases`` also prints where the slowest 2 % of the churn's ticks go, by part of the
+engine and the reconciler (the thread's CPU time inside each, averaged over those ticks).
+
 Targets (issue 16): 1 000 x 100 000 tick p99 <= 5 ms, max <= 20 ms; 10 000 x 1 000 000
 tick p99 <= 50 ms, peak RSS <= 2 GiB.
 """
@@ -31,6 +34,7 @@ import random
 import resource
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -121,6 +125,7 @@ class Bench:
         self.t = Timings()
         self.lag_base = [self.rng.randrange(0, 5000) for _ in self.tps]
         self.names = itertools.count()
+        self.phases: Phases | None = None
 
     # ------------------------------------------------------------------ the fleet
 
@@ -203,6 +208,8 @@ class Bench:
             self.state.settled(),
         )
         self.t.ticks.append(self.pending_cost + time.perf_counter() - start)
+        if self.phases is not None:
+            self.phases.ended(self.t.ticks[-1])
         self.pending_cost = 0.0
         if plan is not None:
             self.deliver(plan)
@@ -325,6 +332,58 @@ class Bench:
         self.run_until(end)
 
 
+#: What ``--phases`` times, by the group state's attribute that holds it ("": itself):
+#: the engine's step and its parts, the reconciler's calls.
+PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("", ("tick",)),
+    (
+        "engine",
+        ("apply", "_settle", "_place_orphans", "_repair", "_rebalance_lag", "_align", "_diff"),
+    ),
+    ("reconciler", ("update_target", "plan", "commit")),
+)
+
+
+class Phases:
+    """CPU time per phase and tick (``PHASES``), for the split of the slowest ticks. It
+    wraps the methods of one ``GroupState``'s objects, not their classes."""
+
+    def __init__(self, state: GroupState) -> None:
+        self.tick: defaultdict[str, float] = defaultdict(float)
+        self.ticks: list[tuple[float, dict[str, float]]] = []
+        for attr, names in PHASES:
+            obj = getattr(state, attr) if attr else state
+            for name in names:
+                label = f"{type(obj).__name__}.{name}"
+                setattr(obj, name, self._timed(getattr(obj, name), label))
+
+    def _timed(self, fn: Callable[..., object], label: str) -> Callable[..., object]:
+        def timed(*args: object, **kwargs: object) -> object:
+            start = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.tick[label] += time.thread_time() - start
+
+        return timed
+
+    def ended(self, seconds: float) -> None:
+        self.ticks.append((seconds, self.tick))
+        self.tick = defaultdict(float)
+
+    def slowest(self, share: float = 0.02) -> dict[str, float]:
+        """The phases' mean ms over the slowest ``share`` of ticks."""
+        top = sorted(self.ticks, key=lambda t: -t[0])[: max(1, int(len(self.ticks) * share))]
+        total: defaultdict[str, float] = defaultdict(float)
+        for _, tick in top:
+            for label, seconds in tick.items():
+                total[label] += seconds
+        out = {"ticks_ms": round(sum(t for t, _ in top) / len(top) * 1000, 3)}
+        for label, seconds in sorted(total.items(), key=lambda kv: -kv[1]):
+            out[label] = round(seconds / len(top) * 1000, 3)
+        return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -343,6 +402,7 @@ def main() -> None:
         "--scale", action="store_true", help="also half the fleet leaving, then joining, at once"
     )
     p.add_argument("--json", action="store_true", help="one JSON line")
+    p.add_argument("--phases", action="store_true", help="also where the churn's slowest ticks go")
     args = p.parse_args()
     collector_policy.configure()  # as ``ballast run`` does
     bench = Bench(args)
@@ -350,6 +410,8 @@ def main() -> None:
     out.update(bench.cold_start())
     if args.scale:
         out.update(bench.scale_in_and_out())
+    phases = Phases(bench.state) if args.phases else None
+    bench.phases = phases
     bench.churn()
     t = bench.t
     out.update(
@@ -366,6 +428,8 @@ def main() -> None:
             "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         }
     )
+    if phases is not None:
+        out["slowest_ticks_phases_ms"] = phases.slowest()
     if args.json:
         print(json.dumps(out))
     else:

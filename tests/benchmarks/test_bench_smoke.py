@@ -99,10 +99,17 @@ def test_the_controller_scale_driver_settles_a_small_fleet_and_stays_exclusive()
     # Each receiver paired with a donor or two: a revoke per donor, a first and a last
     # record per receiver, not one per donor it waits on.
     assert 0 < scaled["scale_out_records"] <= 3 * args.members
+    phases = run.phases = controller_scale.Phases(run.state)
     run.churn()
     assert run.t.ticks
     assert run.t.records > 0
     assert run.t.lag_readings > 0
+    # Where the slowest ticks go: the engine's step inside the tick, parts inside it.
+    split = phases.slowest()
+    assert split["GroupState.tick"] <= split["ticks_ms"]
+    assert 0 < split["IncrementalAssignor._settle"] <= split["IncrementalAssignor.apply"]
+    assert split["IncrementalAssignor.apply"] <= split["GroupState.tick"]
+    assert "Reconciler.plan" in split
     held: dict[object, str] = {}
     for m in run.fleet.values():
         for tp in m.applied:
