@@ -120,6 +120,10 @@ class RackIndex:
         self._layouts = Counter(self.replicas.values())
         self._pairs = None
 
+    def layout_count(self) -> int:
+        """Distinct replica layouts, with "none known" one of them."""
+        return len(self._layouts) + 1
+
     def _shares(self, a: str, b: str) -> bool:
         """Some partition has replicas on both racks ``a`` and ``b`` (the same rack: on it)."""
         if self._pairs is None:

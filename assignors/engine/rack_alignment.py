@@ -1,6 +1,7 @@
 """Rack alignment: count-neutral swaps that bring partitions onto a rack holding one of
-their replicas (on a fresh placement also moves between members that trade counts, and
-chains of moves), and the count of those still off their racks (Kafka's count)."""
+their replicas (on a fresh placement also moves between members that trade counts, then
+the count search of ``rack_counts.py`` or chains of moves), and the count of those still
+off their racks (Kafka's count)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Iterable
 from itertools import islice
 
 from ..ids import topic_of
+from ..rack_counts import MAX_ARCS, Group, Kind, by_class, retarget
 from ..rack_index import Misplaced
 from ..racks import Racks
 from ..replica_layouts import ReplicaLayouts
@@ -17,6 +19,7 @@ from .rack_chains import RackChains
 
 #: Members of a rack tried as receivers of one misplaced partition.
 _MOVE_SCAN = 64
+_NO_RACKS: frozenset[str] = frozenset()
 
 
 class RackAlignment(RackChains):
@@ -30,7 +33,8 @@ class RackAlignment(RackChains):
         With ``moves`` (a fresh ``sticky`` placement: nothing was owned, no lag rounds
         follow) a partition that no swap places also moves to a member on its racks
         that holds fewer (``_rack_move``): which members take the extra partitions then
-        follows the racks; what is left goes by chains of moves (``rack_chains.py``).
+        follows the racks; what is left goes by the count search (``rack_counts.py``),
+        or by chains of moves (``rack_chains.py``) where its flow would be large.
         After events that would move partitions a count-neutral swap does not, so
         steps keep the rack-blind counts."""
         racks, owner, members, plag = self._racks, self._owner, self._members, self._plag
@@ -97,7 +101,38 @@ class RackAlignment(RackChains):
                 break
             todo = sorted(left)
         if movable:
-            self._rack_chains([p for p in todo if racks.misplaced(owner.get(p), p)])
+            off = [p for p in todo if racks.misplaced(owner.get(p), p)]
+            if off and (self._pins or not self._retarget_counts()):
+                self._rack_chains(off)
+
+    def _retarget_counts(self) -> bool:
+        """The best placement for the counts, and counts traded among several members at
+        once where that places more (``rack_counts.py``), on a fresh placement without
+        pins. Whether it was judged: not where the flow would be large (hundreds of
+        subscription sets); the chains of moves are tried there."""
+        racks, members = self._racks, self._members
+        kinds: dict[Kind, list[str]] = {}
+        for name in sorted(members):
+            kinds.setdefault((members[name].tids, racks.member.get(name)), []).append(name)
+        nodes = sum(len({members[n].count for n in names}) for names in kinds.values())
+        topics = len({t for tids, _ in kinds for t in tids})
+        if topics * racks.layout_count() * nodes > MAX_ARCS:
+            return False
+        layout = racks.replicas.get
+        group = Group(
+            by_class(list(self._owner), topic_of, lambda p: layout(p, _NO_RACKS)),
+            list(kinds),
+            list(kinds.values()),
+            {name: list(self._pids_of(name)) for name in members},
+        )
+        moves = retarget(group)
+        if moves is None:
+            return False
+        for p, name in moves.items():
+            self._move(p, name)
+            self._rack_moved.add(p)
+            racks.note(p, name)  # if misplaced there: a later step's swap may pair it
+        return True
 
     def _rack_move(self, a: Member, p: int) -> bool:
         """Move ``p`` from ``a`` to a member that holds fewer partitions, on one of its

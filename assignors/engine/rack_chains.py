@@ -1,5 +1,6 @@
 """Chains of moves that bring a partition onto its racks where no swap or single move
-does, on a fresh ``sticky`` placement with mixed subscriptions.
+does, on a fresh ``sticky`` placement with mixed subscriptions too large (or pinned) for
+the count search of ``rack_counts.py``.
 
 A chain hands a misplaced partition to another member, which hands one of its own on,
 and so on: it ends at a member that keeps what it got (it and the first member trade
