@@ -61,11 +61,12 @@ class Report:
     worse_than_blind: int = 0
     better_than_blind: int = 0
     #: Fresh mixed-subscription groups with racks: above the exact optimum over every
-    #: KIP-54-balanced assignment, and above the best placement with ``sticky``'s own
-    #: member counts (measured, not yet a failure).
+    #: KIP-54-balanced assignment, above the best placement with ``sticky``'s own
+    #: member counts, and ``lagsticky`` with no lag known above the optimum.
     mixed_racked: int = 0
     mixed_misses: int = 0
     mixed_misses_given_counts: int = 0
+    mixed_lagsticky_misses: int = 0
     #: Stateless ``assign`` from the engine's state, unbalanced or invalid.
     stateless_failures: int = 0
     #: ``lagsticky`` with racks and lag fed its own result (same lag): groups checked, and
@@ -254,9 +255,10 @@ def fresh(seed: int) -> tuple[int, int]:
     return cross_rack(got, racks), optimal_cross_rack(members, replicas)
 
 
-def fresh_mixed(seed: int) -> tuple[int, int, int]:
+def fresh_mixed(seed: int) -> tuple[int, int, int, int]:
     """A fresh mixed-subscription group with racks: (cross-rack of ``sticky``, the exact
-    optimum, the exact optimum with ``sticky``'s member counts)."""
+    optimum, the exact optimum with ``sticky``'s member counts, cross-rack of
+    ``lagsticky`` with no lag known)."""
     rng = random.Random(seed)
     members: dict[str, str | None] = {
         f"m{i}": rng.choice([None, *RACKS]) for i in range(rng.randint(2, 6))
@@ -274,10 +276,12 @@ def fresh_mixed(seed: int) -> tuple[int, int, int]:
         {tp: frozenset(r) for tp, r in replicas.items()},
     )
     counts = {m: len(held) for m, held in got.items()}
+    lagged = assign("lagsticky", ppt, subs, member_racks=members, partition_racks=replicas)
     return (
         cross_rack(got, racks),
         optimal_cross_rack(members, replicas, subs),
         optimal_cross_rack(members, replicas, subs, counts=counts),
+        cross_rack(lagged, racks),
     )
 
 
@@ -313,10 +317,11 @@ def check(runs: int, events: int, fresh_groups: int, seed: int = 0) -> Report:
         if got > best:
             report.fresh_misses += 1
             report.failures.append(f"fresh seed {seed + i}: cross-rack {got} > optimum {best}")
-        got, best, given_counts = fresh_mixed(seed + i)
+        got, best, given_counts, lagged = fresh_mixed(seed + i)
         report.mixed_racked += 1
         report.mixed_misses += got > best
         report.mixed_misses_given_counts += got > given_counts
+        report.mixed_lagsticky_misses += lagged > best
     return report
 
 

@@ -138,7 +138,8 @@ class RackAlignment(RackChains):
         """Move ``p`` from ``a`` to a member that holds fewer partitions, on one of its
         replicas' racks or without a rack (where nothing counts as off a rack), when
         KIP-54 balance still holds after it; whether it moved. The two members trade
-        counts. Without lag (``moves`` is never asked of a lag-aware engine): no lag cap."""
+        counts. Without lag (``moves`` is asked of a lag-aware engine only when it knows no
+        lag): no lag cap."""
         racks, members = self._racks, self._members
         t, limit = topic_of(p), a.key()[0]
         wanted = [racks.on_rack.get(s, {}) for s in sorted(racks.replicas.get(p, ()))]

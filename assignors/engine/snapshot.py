@@ -405,8 +405,8 @@ class Snapshot:
         # Count-trading rack moves only where nothing is owned, Kafka's rule (or an uneven
         # split) asks for racks, and no lag rounds follow: after a move they can leave more
         # partitions off their racks than the rack-blind placement (found by the property
-        # test of test_racks.py).
-        moves = self.fresh and self.racked and not self.lag_aware
+        # test of test_racks.py). ``lagsticky`` with no lag known has none to follow.
+        moves = self.fresh and self.racked and not self.weighted
         change = eng._settle(
             work, lag_budget=budget, count_lag_moves=not self.fresh, rack_moves=moves
         )
