@@ -11,10 +11,11 @@ Here a count vector is judged exactly: with counts fixed, balance is a matter of
 topics a member may hold (a member holding ``c`` may hold topic ``t`` iff every
 subscriber of ``t`` holds at least ``c - 1``), and the fewest partitions off their racks
 is a transportation problem from partition *classes* (topic, replica racks) to member
-*nodes* (topics, rack, count), solved by a min-cost flow. The search walks count
+*nodes* (topics, rack, count), solved by a min-cost flow. The search judges the counts
+the members hold (their best placement is often most of the gain), then walks count
 vectors one trade (one member gives a count, another takes it) at a time, over trades
 that keep the cost (a plateau, breadth first) until one lowers it, within a budget of
-evaluations. Pure: partitions and topics are integers, racks strings.
+work. Pure: partitions and topics are integers, racks strings.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ Judged = tuple[State, dict[tuple[int, int], int]]
 
 
 class _Judge:
-    """Count vectors judged by their best placement; ``spent`` counts the flows' arcs."""
+    """Count vectors judged by their best placement; ``spent`` counts the flows' work."""
 
     def __init__(self, group: Group) -> None:
         self.kinds = group.kinds
