@@ -68,10 +68,10 @@ def retarget(group: Group, max_work: int = MAX_WORK) -> dict[int, str] | None:
     )
     if len(judge.classes) * len(_nodes(start)) > MAX_ARCS:
         return None
-    now = _cost_now(group)
-    if now <= judge.lower_bound():
+    now, bound = _cost_now(group), judge.lower_bound()
+    if now <= bound:
         return {}
-    best = _search(judge, start, now, max_work)
+    best = _search(judge, start, now, bound, max_work)
     if best is None:
         return {}
     state, flows = best
@@ -153,10 +153,11 @@ def _nodes(state: State) -> list[tuple[int, int]]:
     return sorted({(k, c) for k, counts in enumerate(state) for c in counts})
 
 
-def _search(judge: _Judge, start: State, now: int, work: int) -> Judged | None:
-    """Breadth first over trades that keep the cost, restarted from each that lowers it."""
+def _search(judge: _Judge, start: State, now: int, bound: int, work: int) -> Judged | None:
+    """Breadth first over trades that keep the cost, restarted from each that lowers it,
+    until the cost reaches ``bound`` or the work is spent."""
     best: Judged | None = None
-    cost, bound = now, judge.lower_bound()
+    cost = now
     judged = judge(start)
     if judged is not None and judged[0] < now:  # the holdings are not the best for them
         best, cost = (start, judged[1]), judged[0]
