@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -31,7 +32,7 @@ from pydantic import (
 from assignors import check_constraints
 from controller.errors import InputError
 from controller.wire.records import ConstraintSet, Name
-from controller.wire.signing import KeyFileError, Signer
+from controller.wire.signing import KeyFileError, Signer, Verifier, load_public
 
 ENV_PREFIX = "BALLAST_"
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -463,20 +464,43 @@ class SigningSettings(_Section):
     #: only records that verify with its public key (give that to the consumers). Unset:
     #: nothing is signed or checked, and anyone who may write the topics can grant.
     private_key_file: Path | None = None
+    #: Public keys of keys this one replaces (PEM files): records they signed still count
+    #: at a takeover, and are signed again with the new key (docs/operations.md,
+    #: "Rotating the signing key"). Remove them once ``ballast_signing_members_behind``
+    #: reads 0.
+    previous_public_keys: Annotated[list[Path], Field(max_length=8)] = []
+    #: With a key: only signed records count at a takeover. ``false`` while turning
+    #: signing on for a running fleet: the unsigned records written before count too
+    #: (and are signed again); a record signed with any other key never counts. Without
+    #: a key nothing is checked either way (unsigned operation, logged at start).
+    required: bool = True
     _signer: Signer | None = PrivateAttr(default=None)
+    _previous: list[Ed25519PublicKey] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
     def _loads(self) -> SigningSettings:
         """Read once, here: a bad key file is a config error, named by ``check-config``."""
-        if self.private_key_file is not None:
-            try:
+        try:
+            if self.private_key_file is not None:
                 self._signer = Signer.from_file(self.private_key_file)
-            except KeyFileError as exc:
-                raise ValueError(str(exc)) from None
+            self._previous = [load_public(path) for path in self.previous_public_keys]
+        except KeyFileError as exc:
+            raise ValueError(str(exc)) from None
+        if self._previous and self._signer is None:
+            raise ValueError(
+                "previous_public_keys needs private_key_file: the key that replaces them"
+            )
         return self
 
     def signer(self) -> Signer | None:
         return self._signer
+
+    def verifier(self) -> Verifier | None:
+        """What a takeover counts: the key's own records, its predecessors', and (not
+        ``required``) unsigned ones. None: unsigned operation, nothing is checked."""
+        if self._signer is None:
+            return None
+        return self._signer.verifier.with_keys(self._previous, unsigned_ok=not self.required)
 
 
 class StartupSettings(_Section):

@@ -36,7 +36,6 @@ import contextlib
 import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
-from pathlib import Path
 from typing import Any, Literal
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
@@ -60,7 +59,7 @@ from controller.client.progress import Progress, lag_report, offset_samples, pro
 from controller.client.sample_reporter import SampleReporter
 from controller.tasks import cancel_and_wait, reraise_swallowed_cancel
 from controller.wire.records import OffsetSample, Presence
-from controller.wire.signing import Verifier
+from controller.wire.signing import VerifyKeys, verifier_of
 
 log = logs.get("ballast.client")
 
@@ -92,19 +91,24 @@ class ManagedConsumer:
         sample_interval: float = 5.0,
         kafka_security: Mapping[str, Any] | None = None,
         assignments_fetch_max_wait_ms: int = 500,
-        verify_key: Path | str | Verifier | None = None,
+        verify_key: VerifyKeys | None = None,
         **consumer_options: Any,
     ) -> None:
+        verifier = verifier_of(verify_key)
         self._identity = MemberIdentity.checked(
-            "ManagedConsumer", group, member, topics, rack=rack, capacity=capacity
+            "ManagedConsumer",
+            group,
+            member,
+            topics,
+            rack=rack,
+            capacity=capacity,
+            verifier=verifier,
         )
         self.group = group
         self.member = member
         self.topics = list(self._identity.topics)
         #: TLS/SASL settings (aiokafka names) for every Kafka client of this member.
         kafka = {"bootstrap_servers": bootstrap_servers, **(kafka_security or {})}
-        if isinstance(verify_key, str | Path):
-            verify_key = Verifier.from_file(Path(verify_key))
         self._on_revoked = on_partitions_revoked
         self._on_assigned = on_partitions_assigned
         self._report_lag = report_lag
@@ -116,7 +120,7 @@ class ManagedConsumer:
             assignments_topic,
             kafka,
             fetch_max_wait_ms=assignments_fetch_max_wait_ms,
-            verifier=verify_key,
+            verifier=verifier,
         )
         self._announcer = Announcer(
             group, member, presence or PresenceOptions(), kafka, self._presence

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from controller.adapters.presence import MqttAuth
 from controller.client.grants import Partition
 from controller.wire.records import Presence, problems
+from controller.wire.signing import Verifier
 
 State = Literal["active", "draining", "leaving"]
 
@@ -46,6 +47,9 @@ class MemberIdentity:
     topics: tuple[str, ...]
     rack: str | None = None
     capacity: float | None = None
+    #: The ids of the keys this member verifies its grants with (None: it verifies
+    #: nothing): a controller signing with another key knows it cannot be followed.
+    verify_keys: tuple[str, ...] | None = None
     instance: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
 
     @classmethod
@@ -58,6 +62,7 @@ class MemberIdentity:
         *,
         rack: str | None = None,
         capacity: float | None = None,
+        verifier: Verifier | None = None,
     ) -> MemberIdentity:
         """The identity, or ``ValueError`` naming the binding and what the controller
         would refuse in what it announces."""
@@ -66,7 +71,8 @@ class MemberIdentity:
             Presence(group=group, member=member, topics=list(ordered), rack=rack, capacity=capacity)
         except ValidationError as exc:
             raise ValueError(f"{binding}({group!r}, {member!r}): {problems(exc)}") from None
-        return cls(group, member, ordered, rack, capacity)
+        keys = None if verifier is None else verifier.key_ids
+        return cls(group, member, ordered, rack, capacity, keys)
 
     def presence(
         self,
@@ -88,5 +94,6 @@ class MemberIdentity:
             generation=generation,
             partitions=sorted(held),
             lag=None if lag is None else list(lag),
+            verify_keys=None if self.verify_keys is None else list(self.verify_keys),
             sent_at=time.time(),
         )

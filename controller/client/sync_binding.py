@@ -11,7 +11,6 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Generic, Literal, NamedTuple, Protocol, Self, TypeVar
 
@@ -24,7 +23,7 @@ from controller.client.progress import offset_samples
 from controller.client.sync_member import Callback, DataClient, LogReader, SyncMember
 from controller.client.sync_presence import HeartbeatLink, MqttLink, PresenceLink
 from controller.wire.records import OffsetSample, partition_key
-from controller.wire.signing import Verifier
+from controller.wire.signing import VerifyKeys, verifier_of
 
 log = logs.get("ballast.client")
 
@@ -81,7 +80,7 @@ class SyncBinding(ABC, Generic[R]):
         revoke_timeout: float = 5.0,
         kafka_config: Mapping[str, Any] | None = None,
         consumer_config: Mapping[str, Any] | None = None,
-        verify_key: Path | str | Verifier | None = None,
+        verify_key: VerifyKeys | None = None,
         report_lag: bool = False,
         offset_samples_topic: str | None = None,
         sample_interval: float = 5.0,
@@ -89,15 +88,21 @@ class SyncBinding(ABC, Generic[R]):
         """``kafka_config``: the client library's settings (its own names) for every
         client of this member (TLS, SASL); ``consumer_config``: more for the consumer of
         ``topics`` only. ``commit_group``: the group id its commits go to (default
-        ``group``). ``verify_key``: act only on records the controller signed.
+        ``group``). ``verify_key``: act only on records the controller signed (a public key file, or
+        several while the controller's key is replaced).
         ``report_lag``: put each held partition's lag in presence; ``offset_samples_topic``:
         send offset samples for the Spark lag job there every ``sample_interval`` seconds.
         A bad name, rack or capacity raises ``ValueError`` before anything connects."""
+        verifier = verifier_of(verify_key)
         identity = MemberIdentity.checked(
-            type(self).__name__, group, member, topics, rack=rack, capacity=capacity
+            type(self).__name__,
+            group,
+            member,
+            topics,
+            rack=rack,
+            capacity=capacity,
+            verifier=verifier,
         )
-        if isinstance(verify_key, str | Path):
-            verify_key = Verifier.from_file(Path(verify_key))
         clients = self._clients(
             ClientSettings(
                 identity,
@@ -114,7 +119,7 @@ class SyncBinding(ABC, Generic[R]):
             clients.reader,
             assignments_topic=assignments_topic,
             revoke_timeout=revoke_timeout,
-            verifier=verify_key,
+            verifier=verifier,
             on_revoked=on_partitions_revoked,
             on_assigned=on_partitions_assigned,
             report_lag=report_lag,

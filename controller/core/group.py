@@ -62,11 +62,18 @@ class GroupState:
         capacities: Mapping[str, float | None] | None = None,
         configured: ConstraintSet | None = None,
         overrides: ConstraintSet | None = None,
+        signing_key: str | None = None,
     ) -> None:
         """``capacities``: what recovered members declare, from the presence heard so
         far; the predecessor balanced with them, so the rebuild keeps its assignment.
         ``configured`` and ``overrides``: the operator's constraints from the config and
-        from the admin API (the constraints topic); the latter win entry by entry."""
+        from the admin API (the constraints topic); the latter win entry by entry.
+        ``signing_key``: the id of the key this controller signs with (None: unsigned)."""
+        self.signing_key = signing_key
+        #: Live members that verify with keys none of which signs our records: they can
+        #: read none of them, so they are given nothing and what they still read is never
+        #: timed out from them (``Reconciler.hold_on``) while they live.
+        self.cannot_verify: set[str] = set()
         self.configured = configured or ConstraintSet()
         self.overrides = overrides or ConstraintSet()
         self.constraints = effective_constraints(self.configured, self.overrides)
@@ -125,6 +132,14 @@ class GroupState:
         self.replica_racks: dict[TopicPartition, frozenset[str]] = {}
         #: Time the last tick's reconciliation took (``Reconciler.plan``).
         self.plan_seconds = 0.0
+        #: What ``on_presence`` corrected (a member reading partitions none of our
+        #: records grant it), for the runtime to log and count (``pop_corrections``).
+        self.corrections: list[str] = []
+        #: member -> what it was last corrected for reading (``on_presence``).
+        self._strays: dict[str, frozenset[TopicPartition]] = {}
+        #: Members whose record a previous key (or no key) signed, until they
+        #: acknowledge one signed with ours: the old key retires when this is empty.
+        self._behind_key: set[str] = set()
 
     # ------------------------------------------------------------------ front door
     # What the runtime reads and does: it never reaches into the engine or the reconciler.
@@ -133,6 +148,30 @@ class GroupState:
         """The plan's records are about to be published: they count as written (a member
         may acknowledge one the moment it is durable)."""
         self.reconciler.commit(plan)
+
+    def pop_corrections(self) -> list[str]:
+        """What was corrected since the last call, one line each."""
+        corrections, self.corrections = self.corrections, []
+        return corrections
+
+    def re_sign(self, members: Iterable[str]) -> None:
+        """These members' records were signed by a previous key, or by none: write each
+        again, signed with ours (same grant, next generation)."""
+        for member in members:
+            if member in self.reconciler.granted:
+                self.reconciler.refresh(member)
+                self._behind_key.add(member)
+
+    def behind_key(self) -> int:
+        """Members that have not yet acknowledged a record signed with this controller's
+        key (those ``re_sign`` named): the previous key is still needed for them."""
+        r = self.reconciler
+        self._behind_key = {
+            m
+            for m in self._behind_key
+            if m in r.granted and (m not in r.written or r.acked.get(m, -1) < r.written[m])
+        }
+        return len(self._behind_key)
 
     def pop_timeouts(self) -> list[Release]:
         """The handoffs that timed out since the last call."""
@@ -190,22 +229,37 @@ class GroupState:
         """A member announced itself. Raises ``RejectedError`` when its claims are impossible."""
         if p.group != self.name:
             raise RejectedError(f"presence for group {p.group!r} arrived on group {self.name!r}")
-        claimed = p.held()
-        granted = self.reconciler.granted.get(p.member, frozenset())
-        stray = claimed - granted - self.reconciler.releasing_from(p.member)
-        if stray:
-            shown = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(stray)[:5])
-            raise RejectedError(
-                f"member {p.member!r} claims partitions it does not hold (never granted, or "
-                f"given away after it was declared dead): {shown}"
-            )
         live = self.presence.get(p.member)
         if live is not None and live.instance and p.instance and live.instance != p.instance:
             raise RejectedError(
                 f"duplicate member id {p.member!r}: instance {p.instance!r} while "
                 f"{live.instance!r} is live"
             )
+        claimed = p.held()
+        granted = self.reconciler.granted.get(p.member, frozenset())
+        stray = claimed - granted - self.reconciler.releasing_from(p.member)
+        if stray:
+            # It reads partitions no record of ours gives it: a grant of an older
+            # controller's that this one did not adopt (signing turned on, a key
+            # changed), or a forgery it applied. Nobody else gets them before it has
+            # applied a record of ours, which it gets at once; its acknowledgement is
+            # of a record we did not write, so it counts for nothing.
+            if self._strays.get(p.member) != stray:  # once per claim, not per heartbeat
+                self._strays[p.member] = stray
+                self.reconciler.correct(p.member, stray, p.generation, now)
+                shown = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(stray)[:5])
+                self.corrections.append(
+                    f"member {p.member!r} reads {len(stray)} partitions no record of this "
+                    f"controller grants it (generation {p.generation}): {shown}; its record "
+                    "is written again and they go to nobody else until it applies it"
+                )
+            p = p.model_copy(update={"generation": -1})
+        else:
+            self._strays.pop(p.member, None)
         if p.state == "leaving":
+            self._strays.pop(p.member, None)
+            self.cannot_verify.discard(p.member)
+            self.reconciler.let_go(p.member, now)
             self.handing_off.discard(p.member)
             self.presence.pop(p.member, None)
             self.heard.pop(p.member, None)
@@ -221,6 +275,14 @@ class GroupState:
         if p.member in self.drained:
             self.reconciler.ack(p.member, p.generation)
             return
+        if not self._can_follow(p):
+            self.reconciler.ack(p.member, p.generation)
+            if p.member not in self.cannot_verify:
+                self._cannot_follow(p, known is not None, now)
+            return
+        if p.member in self.cannot_verify:  # given the key since: it joins again below
+            self.cannot_verify.discard(p.member)
+            self.reconciler.let_go(p.member, now)
         if p.state == "draining":
             self.reconciler.ack(p.member, p.generation)
             if p.member not in self.handing_off:
@@ -244,6 +306,26 @@ class GroupState:
         self.reconciler.ack(p.member, p.generation)
         if p.lag:
             self.on_lag({TopicPartition(t, q): v for t, q, v in p.lag}, now)
+
+    def _can_follow(self, p: Presence) -> bool:
+        """Whether the member can verify our records: it verifies nothing, or with a key
+        that includes ours."""
+        return p.verify_keys is None or (
+            self.signing_key is not None and self.signing_key in p.verify_keys
+        )
+
+    def _cannot_follow(self, p: Presence, known: bool, now: float) -> None:
+        self.cannot_verify.add(p.member)
+        self.reconciler.hold_on(p.member)
+        ours = self.signing_key or "no key (unsigned)"
+        self.corrections.append(
+            f"member {p.member!r} verifies with keys {', '.join(p.verify_keys or ())} but "
+            f"this controller signs with {ours}: it can apply none of its records, so it is "
+            "given nothing and keeps what it reads until it leaves or is given the key "
+            '(docs/operations.md, "Signing")'
+        )
+        if known:
+            self._enqueue(MemberLeft(p.member), "unverifiable", now, delay=0.0)
 
     def drain(self, member: str, now: float) -> bool:
         """Move every partition off ``member`` and keep it empty until ``undrain``. False
@@ -311,6 +393,9 @@ class GroupState:
         self.heard.pop(member, None)
         self.drained.discard(member)
         self.handing_off.discard(member)
+        self._strays.pop(member, None)
+        self.cannot_verify.discard(member)
+        self.reconciler.let_go(member, now)  # gone: what it still held times out as usual
         if not self._known(member):
             self._retire(member)
             return
@@ -462,10 +547,10 @@ class GroupState:
         trigger = change.lag_trigger
         if change.moved_for_lag and trigger is not None:
             self.cooldown.moved(now, trigger.member, trigger.lag)
-        # A drained or handing-off member left the engine but still runs and reads: its
-        # partitions are revoked like any move (granted elsewhere only once it
+        # A drained, handing-off or unverifying member left the engine but still runs and
+        # reads: its partitions are revoked like any move (granted elsewhere only once it
         # acknowledged), not tombstoned like a dead member's, which are granted at once.
-        draining = change.removed & (self.drained | self.handing_off)
+        draining = change.removed & (self.drained | self.handing_off | self.cannot_verify)
         targets = {**change.assignments, **dict.fromkeys(draining, ())}
         self.reconciler.update_target(targets, change.removed - draining, change.deltas)
         return Rebalance(

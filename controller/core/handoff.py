@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from assignors import Delta, TopicPartition
+from controller.wire.records import MAX_COUNTER
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,8 @@ class Plan:
     #: Members planned that only wait (every partition they gain is still held or being
     #: released, and they lose nothing): the commit parks them until ``_wake``.
     idle: list[str] = field(default_factory=list)
+    #: When it was planned (revokes time out from here).
+    at: float = 0.0
 
 
 class Reconciler:
@@ -137,6 +140,10 @@ class Reconciler:
         self.tags: dict[str, Tags] = dict(tags or {})
         self._published_tags: dict[str, Tags] = dict(tags or {})
         self._tags_changed: set[str] = set()
+        #: Members whose revokes never time out (``hold_on``), and members corrected
+        #: (``correct``) whose revokes time out only once their record is written.
+        self._held_on: set[str] = set()
+        self._uncorrected: set[str] = set()
 
     # ------------------------------------------------------------------ inputs
 
@@ -199,7 +206,49 @@ class Reconciler:
         else:
             self._tags_changed.discard(member)
 
+    def correct(
+        self, member: str, stray: Iterable[TopicPartition], generation: int, now: float
+    ) -> None:
+        """``member`` reads ``stray`` although no record of ours grants it those (at
+        ``generation``, a number of another writer's): what nobody holds is released
+        from it like a revoke, so it is granted to no one else before the member
+        acknowledges a record of ours; its next record is written in the next plan, at a
+        generation above the one it applied (a record below would be stale to it)."""
+        self.generation = max(self.generation, min(generation, MAX_COUNTER - 1))
+        release = Release(member, self.generation + 1, now + self.handoff_timeout)
+        for tp in sorted(stray):
+            if tp not in self.owner and tp not in self.releasing:
+                self._add_release(tp, release)
+        self._uncorrected.add(member)
+        if member in self.granted:
+            self._refresh.add(member)
+        else:
+            self._dirty.add(member)  # written as soon as it has a target
+
+    def hold_on(self, member: str) -> None:
+        """``member`` lives but cannot read our records (a signing key it lacks): its
+        revokes wait for its acknowledgement or its departure, never for a timeout, which
+        would give what it still reads to a second member."""
+        self._held_on.add(member)
+
+    def let_go(self, member: str, now: float) -> None:
+        """``member``'s revokes time out as usual again (gone, or given the key): in
+        ``handoff_timeout`` from ``now``."""
+        self._held_on.discard(member)
+        self._uncorrected.discard(member)
+        self._rearm(member, now)
+
+    def _rearm(self, member: str, now: float) -> None:
+        """``member``'s revokes time out ``handoff_timeout`` from ``now``."""
+        for tp in sorted(self._releasing_of.get(member, ())):
+            rel = self.releasing[tp]
+            self._add_release(tp, Release(member, rel.generation, now + self.handoff_timeout))
+
     def ack(self, member: str, generation: int) -> None:
+        """``member`` applied its record of ``generation``. One above any we wrote is
+        none of ours (another writer's, or made up) and acknowledges nothing."""
+        if generation > self.generation:
+            return
         if generation > self.acked.get(member, -1):
             self.acked[member] = generation
             if member in self._releasing_of:
@@ -267,7 +316,7 @@ class Reconciler:
             # is planned again when one of those partitions is freed (``_wake``).
             self._dirty.clear()
             return None
-        return Plan(gen, records, releases, edits, idle)
+        return Plan(gen, records, releases, edits, idle, now)
 
     def commit(self, plan: Plan) -> None:
         """Make the plan the granted state (its records are being published)."""
@@ -300,11 +349,16 @@ class Reconciler:
                 self.written.pop(rec.member, None)
                 self.tags.pop(rec.member, None)
                 self._published_tags.pop(rec.member, None)
+                self._held_on.discard(rec.member)
+                self._uncorrected.discard(rec.member)
                 for tp in sorted(old):
                     self._wake(tp)  # free now: the next plan grants it
                 for tp in sorted(self._releasing_of.get(rec.member, ())):
                     self._drop_release(tp)  # it is gone: nothing of its is held any more
                 continue
+            if rec.member in self._uncorrected:  # written: its revokes time out from now
+                self._uncorrected.discard(rec.member)
+                self._rearm(rec.member, plan.at)
             self._published_tags[rec.member] = Tags(rec.absent_since, rec.instance)
             self.granted[rec.member] = rec.partitions
             self.written[rec.member] = plan.generation
@@ -391,7 +445,13 @@ class Reconciler:
         self._acked_since.clear()
         while self._deadlines and self._deadlines[0] <= now:
             for tp in sorted(self._due.pop(heapq.heappop(self._deadlines), ())):
-                self.timed_out.append(self.releasing[tp])
+                rel = self.releasing[tp]
+                if rel.member in self._held_on or rel.member in self._uncorrected:
+                    self._add_release(
+                        tp, Release(rel.member, rel.generation, now + self.handoff_timeout)
+                    )
+                    continue
+                self.timed_out.append(rel)
                 self._drop_release(tp)
 
     def _wake(self, tp: TopicPartition) -> None:

@@ -59,8 +59,7 @@ def encode_plan(
         if signer is None:
             out.append(Encoded(key, value, headers))
         else:
-            signed = [*headers, signer.header("assignments", key, value, headers)]
-            out.append(Encoded(key, value, signed))
+            out.append(Encoded(key, value, signer.sign("assignments", key, value, headers)))
     return out
 
 

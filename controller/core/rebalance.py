@@ -20,10 +20,11 @@ REASONS = (
     "constraints",
     "drain",
     "undrain",
+    "unverifiable",
     "forced",
 )
 #: How a member's partitions came to need a new reader when it went away.
-DEPARTURES = frozenset({"leave", "crash", "drain"})
+DEPARTURES = frozenset({"leave", "crash", "drain", "unverifiable"})
 #: Members named per reason in a rebalance's ``about`` (a log line stays short).
 ABOUT_SHOWN = 10
 

@@ -101,12 +101,14 @@ def rebuilt(
     last_seen: Mapping[str, float],
     configured: ConstraintSet,
     overrides: ConstraintsRecord | None,
+    signing_key: str | None = None,
 ) -> GroupState:
     """The group a takeover leads: rebuilt from ``recovered`` on the topics' partition
     counts and replica racks, under the config's constraints and the constraints topic's
     ``overrides`` (paused, drained as operators left them), then given the presence the
     replica ``heard`` of every member and when it saw members leave (``last_seen``), so
-    graces go on from there rather than from the takeover."""
+    graces go on from there rather than from the takeover. ``signing_key``: the id of
+    the key the group's records are signed with (None: unsigned)."""
     state = GroupState(
         name,
         tuning,
@@ -116,6 +118,7 @@ def rebuilt(
         capacities={m: p.capacity for m, p in heard.items()},
         configured=configured,
         overrides=overrides.constraints if overrides else None,
+        signing_key=signing_key,
     )
     if overrides is not None:  # what operators did, whether or not it took effect
         state.paused = overrides.paused

@@ -56,6 +56,8 @@ class GroupReading(NamedTuple):
     violations: int
     #: (member, lag, partitions) for the capped per-member series; empty when off.
     per_member: list[tuple[str, int, int]]
+    #: Members not yet on the current signing key (``GroupState.behind_key``).
+    signing_behind: int = 0
     #: The recommended member count (None: ``autoscale`` off, or nothing polled yet).
     desired_members: int | None = None
 
@@ -88,6 +90,9 @@ def group_summary(g: LedGroup) -> dict[str, object]:
             "racks": len(state.constraints.racks),
         },
         "unassigned": unassigned,
+        # Members whose record an older signing key (or none) signed, not yet
+        # acknowledged again under the current key.
+        "signing_behind": state.behind_key(),
         # Seconds until partitions may move for lag again (``rebalance.lag_cooldown``).
         "lag_cooldown_s": round(max(0.0, (state.cooldown.until() or 0.0) - time.monotonic()), 1),
     }
@@ -120,11 +125,15 @@ def constraints_view(g: LedGroup) -> dict[str, object]:
 
 
 def member_state(g: LedGroup, member: str) -> str:
-    """``drained``, ``handing-off`` (leaving once its partitions are read elsewhere),
+    """``cannot-verify`` (it verifies with keys none of which signs our records: given
+    nothing, keeps what it reads), ``drained``, ``handing-off`` (leaving once its
+    partitions are read elsewhere),
     ``leave-grace``, ``gone`` (no presence, not yet departed), ``applying``
     (has not acknowledged its latest record: a grant or revoke in flight) or ``active``.
     Not "behind the group's generation": a plan writes only the records that change."""
     state = g.state
+    if member in state.cannot_verify:
+        return "cannot-verify"
     if member in state.drained:
         return "drained"
     if member in state.handing_off:
@@ -161,7 +170,7 @@ def group_view(g: LedGroup, partitions: bool = False, reset: str = "latest") -> 
     subscribed = dict(in_engine)
     # A drained or handing-off member is out of the engine but present: it is listed,
     # with no target.
-    for member in g.state.drained | g.state.handing_off:
+    for member in g.state.drained | g.state.handing_off | g.state.cannot_verify:
         p = g.state.presence.get(member)
         if p is not None and member not in subscribed:
             subscribed[member] = frozenset(p.topics)
@@ -217,6 +226,7 @@ def group_view(g: LedGroup, partitions: bool = False, reset: str = "latest") -> 
         "controller_epoch": g.epoch,
         "paused": g.state.paused,
         "drained": sorted(g.state.drained),
+        "signing_behind": g.state.behind_key(),
         "constraints": g.state.constraints.model_dump(),
         "unassigned": [[tp.topic, tp.partition] for tp in unassigned],
         "members": members,
@@ -295,6 +305,7 @@ def reading(g: LedGroup, per_member_cap: int | None) -> GroupReading:
         lag_skew=engine.lag_skew(),
         cross_rack=engine.cross_rack(),
         violations=len(state.violations()),
+        signing_behind=state.behind_key(),
         per_member=per_member,
         desired_members=None if g.sizing is None else g.sizing.desired,
     )

@@ -139,7 +139,8 @@ class AssignmentLog:
     """The assignments topic read into an ``AssignmentView``, from the beginning once and
     then incrementally: a takeover reads only what was written since the last one. Only
     the configured groups' entries are kept (the view stays bounded whatever keys are
-    written), and with a ``verifier`` only the signed ones."""
+    written), and with a ``verifier`` only the signed ones grant (the others still count
+    for the epoch and generation floors)."""
 
     def __init__(
         self,
@@ -179,10 +180,15 @@ class AssignmentLog:
             else:
                 messages = await catch_up(self._consumer, self._tps, idle)
             for msg in messages:
-                entry = log_entry(msg, self._on_invalid, self._verifier)
+                entry = log_entry(msg, self._on_invalid, self._verifier, self._count)
                 if entry is not None and entry.group in self._groups:
                     self.view.add(entry)
             return self.view
+
+    def _count(self, entry: Logged) -> None:
+        """A record that does not verify still numbers what comes next (``view.count``)."""
+        if entry.group in self._groups:
+            self.view.count(entry)
 
     async def stop(self) -> None:
         if self._consumer is not None:

@@ -1,7 +1,8 @@
 """The constraints topic: what operators set through the admin API outlives the replica
-that took it. Compacted, keyed by group; the record with the highest controller epoch
-counts (the later one at a tie), so a deposed leader's late write loses to its
-successor's. A takeover reads it beside the assignments topic."""
+that took it. Compacted, keyed by group; the record with the highest (controller epoch,
+sequence) counts (``constraints_newer``), so a deposed leader's late write loses to its
+successor's and a replayed record to the one that followed it, ties included. A takeover
+reads it beside the assignments topic."""
 
 from __future__ import annotations
 
@@ -16,22 +17,29 @@ from controller.adapters.connection import client_options
 from controller.adapters.metadata_scope import track_when_idle
 from controller.config import Config
 from controller.runtime.assignment_log import assigned_reader, catch_up, read_to_end
-from controller.wire.records import ConstraintsRecord, DecodeError, decode
-from controller.wire.signing import Signer
+from controller.wire.records import ConstraintsRecord, DecodeError, constraints_newer, decode
+from controller.wire.signing import Signer, Verifier
 
 
 class ConstraintStore:
     """Only configured groups' records are kept (bounded whatever keys arrive), and with
-    a ``signer`` only the records its key signed count."""
+    a ``verifier`` only the records it accepts count; a ``signer`` signs what is saved."""
 
     def __init__(
-        self, cfg: Config, on_invalid: Callable[[str], None], signer: Signer | None = None
+        self,
+        cfg: Config,
+        on_invalid: Callable[[str], None],
+        signer: Signer | None = None,
+        verifier: Verifier | None = None,
     ) -> None:
         self._cfg = cfg
         self._on_invalid = on_invalid
         self._signer = signer
+        self._verifier = verifier
         self._groups = frozenset(g.name for g in cfg.groups)
         self._records: dict[str, ConstraintsRecord] = {}
+        #: group -> (epoch, the last sequence this replica numbered in it).
+        self._numbered: dict[str, tuple[int, int]] = {}
         self._consumer: AIOKafkaConsumer | None = None
         self._tps: list[KafkaTP] = []
         self._producer: AIOKafkaProducer | None = None
@@ -58,9 +66,9 @@ class ConstraintStore:
         value: bytes | None = msg.value
         source = f"{msg.topic}[{msg.partition}]@{msg.offset} key {(key or b'')[:80]!r}"
         try:
-            if self._signer is not None:
+            if self._verifier is not None:
                 headers = list(msg.headers or ())
-                problem = self._signer.verifier.problem("constraints", key or b"", value, headers)
+                problem = self._verifier.problem("constraints", key or b"", value, headers)
                 if problem is not None:
                     raise DecodeError(source, problem)
             if value is None:  # a tombstone: clears a group's overrides
@@ -76,11 +84,41 @@ class ConstraintStore:
         if record.group not in self._groups:
             return
         held = self._records.get(record.group)
-        if held is None or record.controller_epoch >= held.controller_epoch:
+        if constraints_newer(record, held):
             self._records[record.group] = record
+        elif record != held:  # not our own write read back: a replay, or a deposed write
+            assert held is not None
+            self._on_invalid(
+                f"{source}: epoch {record.controller_epoch} sequence {record.sequence} is not "
+                f"newer than the record held (epoch {held.controller_epoch} sequence "
+                f"{held.sequence}): a replayed or deposed write, ignored"
+            )
+
+    def _number(self, record: ConstraintsRecord) -> ConstraintsRecord:
+        """``record`` with the next sequence of its tenure: above what this replica
+        numbered and what the topic holds in the same epoch."""
+        epoch = record.controller_epoch
+        last = self._numbered.get(record.group, (epoch, 0))
+        held = self._records.get(record.group)
+        after = last[1] if last[0] == epoch else 0
+        if held is not None and held.controller_epoch == epoch:
+            after = max(after, held.sequence or 0)
+        self._numbered[record.group] = (epoch, after + 1)
+        return record.model_copy(update={"sequence": after + 1})
+
+    def encoded(
+        self, record: ConstraintsRecord
+    ) -> tuple[ConstraintsRecord, bytes, bytes, list[tuple[str, bytes]]]:
+        """``record`` numbered, and the key, value and headers it is written with."""
+        record = self._number(record)
+        key, value = record.group.encode(), record.encode()
+        headers = [] if self._signer is None else self._signer.sign("constraints", key, value)
+        return record, key, value, headers
 
     async def save(self, record: ConstraintsRecord) -> None:
-        """Written and acknowledged by every in-sync replica before it is acted on."""
+        """Numbered, then written and acknowledged by every in-sync replica before it is
+        acted on."""
+        record, key, value, headers = self.encoded(record)
         if self._producer is None:
             producer = AIOKafkaProducer(
                 **client_options(self._cfg),
@@ -97,8 +135,6 @@ class ConstraintStore:
             track_when_idle(producer, self._cfg.assignments.constraints_topic)
             self._producer = producer
         topic = self._cfg.assignments.constraints_topic
-        key, value = record.group.encode(), record.encode()
-        headers = [] if self._signer is None else [self._signer.header("constraints", key, value)]
         await self._producer.send_and_wait(topic, value, key=key, headers=headers)
         self._records[record.group] = record
 

@@ -68,14 +68,19 @@ class Controller:
         self._stopping = False
         #: Signs what this replica writes; its public half checks what a takeover reads.
         self.signer = cfg.signing.signer()
-        verifier = None if self.signer is None else self.signer.verifier
+        #: What a takeover counts: this key's records, its predecessors' (and, while
+        #: signing is being turned on, unsigned ones).
+        verifier = cfg.signing.verifier()
         self._log = AssignmentLog(
             cfg, on_invalid=lambda why: self._invalid("assignment", why), verifier=verifier
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._publisher = AssignmentPublisher(cfg, signer=self.signer)
         self.constraints = ConstraintStore(
-            cfg, lambda why: self._invalid("constraints", why), signer=self.signer
+            cfg,
+            lambda why: self._invalid("constraints", why),
+            signer=self.signer,
+            verifier=verifier,
         )
         self._samples = (
             SamplePublisher(cfg, cfg.lag.samples_topic) if cfg.lag.samples_topic else None
@@ -128,6 +133,7 @@ class Controller:
         Raises ``UnreachableError`` when a broker never answered."""
         cfg = self.cfg
         began = time.monotonic()
+        self._say_signing()
         await reach(
             "Kafka",
             cfg.kafka.bootstrap_servers,
@@ -177,6 +183,30 @@ class Controller:
         self._started = True
         self._show_ready()
         log.info("ready", groups=sorted(self.groups), replica=self.replica, ha=cfg.ha.enabled)
+
+    def _say_signing(self) -> None:
+        """How grants are vouched for, said once at start: unsigned operation is a
+        choice an operator must see (docs/operations.md, "Signing")."""
+        signing = self.cfg.signing
+        if self.signer is None:
+            log.warning(
+                "unsigned_operation",
+                detail="signing.private_key_file is unset: nothing is signed or checked, and "
+                "anyone who may write the assignments topic can grant partitions",
+            )
+            return
+        log.info(
+            "signing",
+            key_id=self.signer.key_id,
+            previous_keys=len(signing.previous_public_keys),
+            required=signing.required,
+        )
+        if not signing.required:
+            log.warning(
+                "unsigned_records_accepted",
+                detail="signing.required is false: unsigned records on the topics count at "
+                "takeover; set it to true once ballast_signing_members_behind reads 0",
+            )
 
     async def _ensure_topics(self) -> None:
         cfg = self.cfg

@@ -110,6 +110,9 @@ class GroupLoop:
                 publish_ms=round((time.perf_counter() - encoded) * 1000, 3),
             )
             m.generation.labels(g.name).set(plan.generation)
+        for line in g.state.pop_corrections():
+            m.stray_claims.labels(g.name).inc()
+            log.warning("stray_claims_corrected", group=g.name, detail=line)
         for rel in g.state.pop_timeouts():
             m.handoff_timeouts.labels(g.name).inc()
             log.warning(

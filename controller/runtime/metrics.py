@@ -82,6 +82,13 @@ class GroupGauges(Collector):
             'ballast_group_partitions{state="unassigned"}).',
             labels=["group"],
         )
+        behind = GaugeMetricFamily(
+            "ballast_signing_members_behind",
+            "Members whose record a previous signing key (or none) signed and that have "
+            "not yet acknowledged one signed with the current key: the previous key "
+            "(signing.previous_public_keys) is still needed while this is above 0.",
+            labels=["group"],
+        )
         desired = GaugeMetricFamily(
             "ballast_desired_members",
             "Members the group needs to keep up with headroom and drain its backlog in "
@@ -109,13 +116,14 @@ class GroupGauges(Collector):
             skew.add_metric([r.group], r.lag_skew)
             cross_rack.add_metric([r.group], r.cross_rack)
             violations.add_metric([r.group], r.violations)
+            behind.add_metric([r.group], r.signing_behind)
             if r.desired_members is not None:
                 desired.add_metric([r.group], r.desired_members)
             for member, lag, count in r.per_member:
                 member_lag.add_metric([r.group, member], lag)
                 member_partitions.add_metric([r.group, member], count)
         yield from (members, partitions, imbalance, lag_total, lag_max, skew, cross_rack)
-        yield from (violations, desired)
+        yield from (violations, behind, desired)
         yield from (member_lag, member_partitions)
 
     def describe(self) -> Iterator[Metric]:
@@ -228,6 +236,14 @@ class Metrics:
         self.handoff_timeouts = Counter(
             "ballast_handoff_timeouts_total",
             "Revokes never acknowledged within handoff_timeout (owner declared dead).",
+            ["group"],
+            registry=r,
+        )
+        self.stray_claims = Counter(
+            "ballast_stray_claims_total",
+            "Presence of a member reading partitions no record of this controller grants "
+            "it (an older controller's grant not adopted, or a forgery it applied): its "
+            "record is written again and the partitions go to nobody else meanwhile.",
             ["group"],
             registry=r,
         )

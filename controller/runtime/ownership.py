@@ -289,7 +289,15 @@ class Ownership:
             last_seen=self._state.last_seen.get(name, {}),
             configured=self.cfg.group(name).constraints,
             overrides=overrides,
+            signing_key=None if self._signer is None else self._signer.key_id,
         )
+        if self._signer is not None:
+            # Signed by a previous key, or (signing being turned on) by none: written
+            # again with ours, so the previous key can be retired.
+            own = self._signer.key_id
+            state.re_sign(
+                m for m, logged in view.group_records(name).items() if logged.signed_by != own
+            )
         if self._expect is not None:
             for member in recovered.granted:
                 self._expect(name, member)

@@ -81,7 +81,7 @@ class AssignmentPublisher:
             group=group, controller_epoch=epoch, replica=replica, issued_at=time.time()
         ).encode()
         key = fence_key(group)
-        headers = [] if self._signer is None else [self._signer.header("assignments", key, value)]
+        headers = [] if self._signer is None else self._signer.sign("assignments", key, value)
         scope = self._producer.transaction() if self._transactional else contextlib.nullcontext()
         async with scope:
             partitions = sorted(await self._producer.partitions_for(topic))

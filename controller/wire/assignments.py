@@ -62,34 +62,50 @@ def log_entry(
     msg: Any,
     on_invalid: Callable[[str], None] | None = None,
     verifier: Verifier | None = None,
+    on_unverified: Callable[[Logged], None] | None = None,
 ) -> Logged | None:
     """One message of the assignments topic as a log entry (a member's record, its
     tombstone, or a fence marker); None, after ``on_invalid``, when it is malformed or
-    (with a ``verifier``) not signed by the controller's key. Never raises."""
+    (with a ``verifier``) not signed by an accepted key. A well-formed record that does
+    not verify is still shown to ``on_unverified``: it grants nothing, but it proves its
+    epoch and generation were used (``AssignmentView.count``). Never raises."""
     source = f"{msg.topic}[{msg.partition}]@{msg.offset}"
     headers = list(msg.headers or ())
+    checked = None
+    if verifier is not None:
+        checked = verifier.check("assignments", msg.key or b"", msg.value, headers)
     try:
-        if verifier is not None:
-            problem = verifier.problem("assignments", msg.key or b"", msg.value, headers)
-            if problem is not None:
-                raise DecodeError(source, problem)
-        if msg.key and b"/" not in msg.key:
-            fence = decode(Fence, msg.value, source)
-            if fence.group.encode() != msg.key:
-                raise DecodeError(source, "fence key disagrees with its body")
-            return LoggedFence(fence.group, fence.controller_epoch, msg.partition, msg.offset)
-        group, member = split_key(msg.key, source)
-        rec = None if msg.value is None else decode(Assignment, msg.value, source)
-        if rec is not None and (rec.group != group or rec.member != member):
-            raise DecodeError(source, "key disagrees with the record body")
-        named = dict(headers)
-        generation = _int_header(named.get(GENERATION_HEADER), GENERATION_HEADER, source)
-        epoch = _int_header(named.get(EPOCH_HEADER), EPOCH_HEADER, source)
+        entry = _parsed(msg, source, headers, None if checked is None else checked.key_id)
+        if checked is not None and checked.problem is not None:
+            if on_unverified is not None:
+                on_unverified(entry)
+            raise DecodeError(source, checked.problem)
     except DecodeError as exc:
         if on_invalid:
             on_invalid(f"{source} key {_shown(msg.key)}: {exc.reason}")
         return None
-    return LoggedRecord(group, member, rec, msg.partition, msg.offset, generation, epoch)
+    return entry
+
+
+def _parsed(
+    msg: Any, source: str, headers: list[tuple[str, bytes]], signed_by: str | None
+) -> Logged:
+    """The entry ``msg`` holds; ``DecodeError`` when it is malformed."""
+    if msg.key and b"/" not in msg.key:
+        fence = decode(Fence, msg.value, source)
+        if fence.group.encode() != msg.key:
+            raise DecodeError(source, "fence key disagrees with its body")
+        return LoggedFence(
+            fence.group, fence.controller_epoch, msg.partition, msg.offset, signed_by
+        )
+    group, member = split_key(msg.key, source)
+    rec = None if msg.value is None else decode(Assignment, msg.value, source)
+    if rec is not None and (rec.group != group or rec.member != member):
+        raise DecodeError(source, "key disagrees with the record body")
+    named = dict(headers)
+    generation = _int_header(named.get(GENERATION_HEADER), GENERATION_HEADER, source)
+    epoch = _int_header(named.get(EPOCH_HEADER), EPOCH_HEADER, source)
+    return LoggedRecord(group, member, rec, msg.partition, msg.offset, generation, epoch, signed_by)
 
 
 def _int_header(raw: object, name: str, source: str) -> int | None:

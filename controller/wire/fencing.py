@@ -13,6 +13,12 @@ nobody acts on it. Of the records that count, a key's *current* one has the high
 
 A record that landed before the marker counts, and the new leader sees it: it reads the
 log to its own markers before deciding anything.
+
+A record that does not verify (unsigned, or signed with a key the reader lacks) grants
+nothing, but it proves that its epoch and generation were used: members may still honour
+it (they were given no key, or the old one). So it raises the numbers a new leader takes
+its epoch and generations above (``count``), and turning signing on or changing the key
+never restarts the count (docs/operations.md, "Signing").
 """
 
 from __future__ import annotations
@@ -50,6 +56,21 @@ class AssignmentView:
     #: epoch and generations above these, so no (epoch, generation) is ever reused.
     max_epoch: dict[str, int] = field(default_factory=dict)
     max_generation: dict[str, int] = field(default_factory=dict)
+
+    def count(self, entry: Logged) -> None:
+        """An entry that does not verify: its epoch and generation were used by someone,
+        so no tenure of ours may use them again; it changes nothing else."""
+        group = entry.group
+        if isinstance(entry, LoggedFence):
+            self.max_epoch[group] = max(self.max_epoch.get(group, -1), entry.epoch)
+            return
+        rec = entry.record
+        epoch = rec.controller_epoch if rec is not None else entry.epoch
+        generation = rec.generation if rec is not None else entry.generation
+        if epoch is not None:
+            self.max_epoch[group] = max(self.max_epoch.get(group, -1), epoch)
+        if generation is not None:
+            self.max_generation[group] = max(self.max_generation.get(group, -1), generation)
 
     def add(self, entry: Logged) -> Verdict:
         group = entry.group

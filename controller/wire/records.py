@@ -44,6 +44,8 @@ MemberId = Annotated[str, Field(min_length=1, max_length=255, pattern=rf"^{_MEMB
 MAX_OFFSET = (1 << 63) - 1
 MAX_COUNTER = (1 << 62) - 1
 NonNegative = Annotated[int, Field(ge=0, le=MAX_COUNTER, strict=True)]
+#: A signing key's id (``signing.key_id``): 16 hex digits.
+KeyId = Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]
 #: Unix seconds: finite, not before 1970 and not after the year 5138.
 Timestamp = Annotated[float, Field(ge=0, le=1e11, allow_inf_nan=False)]
 PositiveTimestamp = Annotated[float, Field(gt=0, le=1e11, allow_inf_nan=False)]
@@ -122,6 +124,10 @@ class Presence(_Record):
     partitions: list[Partition] = Field(default_factory=list, max_length=1_000_000)
     #: Optional self-reported lag of held partitions: ``[[topic, partition, lag], ...]``.
     lag: list[tuple[Name, PartitionNumber, Offset]] | None = None
+    #: Ids of the public keys the member verifies its grants with (``ballast-key-id``);
+    #: absent: it verifies nothing. A controller signing with none of them cannot be
+    #: followed by it: it gives it nothing and never times out what it still reads.
+    verify_keys: list[KeyId] | None = Field(default=None, max_length=8)
     sent_at: Timestamp | None = None
 
     _check_partitions = field_validator("partitions")(_sorted_unique)
@@ -280,11 +286,15 @@ class ConstraintsRecord(_Record):
     """Value of key ``<group>`` on the compacted constraints topic: what operators set
     through the admin API (the config's constraints are not stored), acknowledged before
     the controller acts on it, read at every start and takeover. The record with the
-    highest ``controller_epoch`` counts, the later one at a tie: a deposed leader's late
-    write loses to its successor's."""
+    highest ``(controller_epoch, sequence)`` counts: a deposed leader's late write loses to
+    its successor's, and a replayed record to the one that followed it."""
 
     group: Name
     controller_epoch: NonNegative
+    #: Grows with every record one tenure writes (from 1), under the signature: a replay
+    #: of an earlier record of the same epoch never beats its successor. Absent on an
+    #: older controller's records (the later one wins a tie between two of those).
+    sequence: Annotated[int, Field(ge=1, le=MAX_COUNTER, strict=True)] | None = None
     constraints: ConstraintSet
     #: ``ballast pause``: the group publishes nothing until ``resume``.
     paused: bool = False
@@ -473,6 +483,8 @@ class LoggedRecord:
     #: From the record's headers (present on tombstones too); None if absent.
     generation: int | None = None
     epoch: int | None = None
+    #: The id of the accepted key that signed it (None: unsigned, or read unverified).
+    signed_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -483,6 +495,7 @@ class LoggedFence:
     epoch: int
     partition: int
     offset: int
+    signed_by: str | None = None
 
 
 Logged = LoggedRecord | LoggedFence
@@ -589,3 +602,16 @@ def json_schemas() -> dict[str, dict[str, Any]]:
         "offset_sample": OffsetSample.model_json_schema(),
         "trace_event": TraceEvent.model_json_schema(),
     }
+
+
+def constraints_newer(record: ConstraintsRecord, held: ConstraintsRecord | None) -> bool:
+    """Whether ``record`` replaces ``held`` (the one rule of the constraints topic)."""
+    if held is None:
+        return True
+    if record.sequence is None and held.sequence is None:
+        # Two records of a controller that numbered none: the later one wins a tie.
+        return record.controller_epoch >= held.controller_epoch
+    return (record.controller_epoch, record.sequence or 0) > (
+        held.controller_epoch,
+        held.sequence or 0,
+    )

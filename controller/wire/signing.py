@@ -9,19 +9,22 @@ takeover's recovery, ``ballast audit``) acts only on records whose signature ver
 The signature is a header (``ballast-signature``), so the record bodies and the
 compaction key stay as they are. It covers a domain string naming the topic's role, the
 key, the value (a tombstone distinctly from an empty value) and every other header, so a
-signed record cannot be re-keyed, re-dated or moved to the other topic. It proves who
-wrote a record, not when: replaying an old signed record is kept out by the fencing
-rule while its successor is in the log, and by Kafka ACLs on who may write the topics
-(docs/operations.md, "Security model").
+signed record cannot be re-keyed, re-dated or moved to the other topic. A second header
+(``ballast-key-id``, covered too) names the key, so readers that accept several keys
+(while one replaces another: docs/operations.md, "Rotating the signing key") know which
+one to check and operators can see which key wrote what. It proves who wrote a record,
+not when: a replay of an old signed record loses to its successor by (epoch,
+generation) or (epoch, sequence), and Kafka ACLs limit who may write at all.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
@@ -31,6 +34,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 SIGNATURE_HEADER = "ballast-signature"
+#: Which key made the signature (``key_id``): covered by it.
+KEY_ID_HEADER = "ballast-key-id"
 #: What a signature vouches for: the topic's role, so a record cannot change topics.
 Domain = Literal["assignments", "constraints"]
 Header = tuple[str, bytes]
@@ -60,12 +65,20 @@ def signed_bytes(
     return b"".join(parts)
 
 
+def key_id(public_key: Ed25519PublicKey) -> str:
+    """A public key's short name: 16 hex digits of the SHA-256 of its raw 32 bytes."""
+    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
 class Signer:
     """The controller's private key."""
 
     def __init__(self, private_key: Ed25519PrivateKey) -> None:
         self._key = private_key
-        self.verifier = Verifier(private_key.public_key())
+        self.public_key = private_key.public_key()
+        self.key_id = key_id(self.public_key)
+        self.verifier = Verifier([self.public_key])
 
     @classmethod
     def from_file(cls, path: Path) -> Signer:
@@ -74,40 +87,120 @@ class Signer:
             raise KeyFileError(f"{path}: not an Ed25519 private key")
         return cls(key)
 
-    def header(
+    def sign(
         self, domain: Domain, key: bytes, value: bytes | None, headers: Sequence[Header] = ()
-    ) -> Header:
-        """The signature header for a record with these fields."""
-        return SIGNATURE_HEADER, self._key.sign(signed_bytes(domain, key, value, headers))
+    ) -> list[Header]:
+        """``headers`` with this key's id and the signature over all of them added."""
+        named = [*headers, (KEY_ID_HEADER, self.key_id.encode())]
+        signature = self._key.sign(signed_bytes(domain, key, value, named))
+        return [*named, (SIGNATURE_HEADER, signature)]
+
+
+class Checked(NamedTuple):
+    """What a reader makes of a record's signature."""
+
+    #: The accepted key that signed it (None: unsigned).
+    key_id: str | None
+    #: Why it does not count; None: it does.
+    problem: str | None
 
 
 class Verifier:
-    """A public key: which records the controller wrote."""
+    """The public keys a reader accepts: which records the controller wrote. More than
+    one while a key is being replaced; a record names its key (``KEY_ID_HEADER``), and
+    one that does not (an older controller's) is tried with each. ``unsigned_ok``: an
+    unsigned record counts too (a controller turning signing on: ``signing.required:
+    false``); one signed with any other key never does."""
 
-    def __init__(self, public_key: Ed25519PublicKey) -> None:
-        self._key = public_key
+    def __init__(
+        self, public_keys: Sequence[Ed25519PublicKey], *, unsigned_ok: bool = False
+    ) -> None:
+        if not public_keys:
+            raise ValueError("a verifier needs at least one public key")
+        self._keys = {key_id(k): k for k in public_keys}
+        self.unsigned_ok = unsigned_ok
 
     @classmethod
     def from_file(cls, path: Path) -> Verifier:
-        key = _load(path, "public")
-        if not isinstance(key, Ed25519PublicKey):
-            raise KeyFileError(f"{path}: not an Ed25519 public key")
-        return cls(key)
+        return cls.from_files([path])
+
+    @classmethod
+    def from_files(cls, paths: Sequence[Path]) -> Verifier:
+        return cls([load_public(path) for path in paths])
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        """The ids of the keys accepted, sorted (what a member announces)."""
+        return tuple(sorted(self._keys))
+
+    def with_keys(
+        self, public_keys: Sequence[Ed25519PublicKey], *, unsigned_ok: bool = False
+    ) -> Verifier:
+        """This verifier accepting ``public_keys`` too."""
+        return Verifier([*self._keys.values(), *public_keys], unsigned_ok=unsigned_ok)
 
     def problem(
         self, domain: Domain, key: bytes, value: bytes | None, headers: Sequence[Header]
     ) -> str | None:
-        """None when the record carries a valid signature, else what is wrong with it."""
+        """None when the record counts, else what is wrong with it."""
+        return self.check(domain, key, value, headers).problem
+
+    def check(
+        self, domain: Domain, key: bytes, value: bytes | None, headers: Sequence[Header]
+    ) -> Checked:
+        """Which accepted key signed the record, or why it does not count."""
         signatures = [raw for name, raw in headers if name == SIGNATURE_HEADER]
         if not signatures:
-            return "unsigned record (a verify key is configured: only signed records count)"
+            if self.unsigned_ok:
+                return Checked(None, None)
+            return Checked(
+                None, "unsigned record (a verify key is configured: only signed records count)"
+            )
         if len(signatures) > 1:
-            return "more than one signature header"
-        try:
-            self._key.verify(signatures[0], signed_bytes(domain, key, value, headers))
-        except InvalidSignature:
-            return "signature does not verify with the configured public key"
-        return None
+            return Checked(None, "more than one signature header")
+        named = [raw for name, raw in headers if name == KEY_ID_HEADER]
+        if len(named) > 1:
+            return Checked(None, "more than one key id header")
+        if named:
+            wanted = named[0].decode("ascii", errors="replace")[:64]
+            if wanted not in self._keys:
+                return Checked(
+                    None,
+                    f"signed with key {wanted!r}, which is not among the configured public keys",
+                )
+            candidates = [wanted]
+        else:
+            candidates = sorted(self._keys)
+        covered = signed_bytes(domain, key, value, headers)
+        for kid in candidates:
+            try:
+                self._keys[kid].verify(signatures[0], covered)
+            except InvalidSignature:
+                continue
+            return Checked(kid, None)
+        return Checked(None, "signature does not verify with the configured public keys")
+
+
+#: What a member is given to verify with: a public key file, several (while a key is
+#: replaced: the old and the new one), or a ready ``Verifier``.
+VerifyKeys = Path | str | Sequence[Path | str] | Verifier
+
+
+def verifier_of(keys: VerifyKeys | None) -> Verifier | None:
+    """The verifier ``keys`` make (None: verify nothing)."""
+    if keys is None or isinstance(keys, Verifier):
+        return keys
+    if isinstance(keys, str | Path):
+        return Verifier.from_file(Path(keys))
+    return Verifier.from_files([Path(k) for k in keys])
+
+
+def load_public(path: Path) -> Ed25519PublicKey:
+    """An Ed25519 public key file; ``KeyFileError`` says what is wrong."""
+    key = _load(path, "public")
+    if not isinstance(key, Ed25519PublicKey):
+        raise KeyFileError(f"{path}: not an Ed25519 public key")
+    return key
 
 
 def generate(directory: Path) -> tuple[Path, Path]:

@@ -89,7 +89,5 @@ def test_with_a_verifier_only_signed_records_count() -> None:
     assert reader.read(unsigned) is None
     assert len(why) == 1
     headers = [*unsigned.headers]
-    signed = unsigned._replace(
-        headers=[*headers, signer.header("assignments", KEY, unsigned.value, headers)]
-    )
+    signed = unsigned._replace(headers=signer.sign("assignments", KEY, unsigned.value, headers))
     assert reader.read(signed) == Grant(frozenset({("t", 0)}), 1)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from assignors import LagTrigger, TopicPartition
 from controller.core.group import GroupState, RejectedError
-from controller.core.handoff import Outgoing, Plan
+from controller.core.handoff import Outgoing, Plan, Reconciler
 from controller.core.rebalance import GroupTuning, Rebalance
 from controller.core.recovery import Recovered
 from controller.wire.records import Presence
@@ -41,6 +41,9 @@ class Consumer:
         self.alive = True
         #: ``draining`` once it asked to leave through a handoff.
         self.state = "active"
+        #: Ids of the keys it verifies with (None: it verifies nothing); it applies only
+        #: records signed with one of them.
+        self.keys: list[str] | None = None
 
     def apply(self, generation: int, rec: Outgoing) -> None:
         """As ManagedConsumer: a grant issued to another process holds nothing."""
@@ -58,6 +61,7 @@ class Consumer:
             partitions=sorted(self.applied),
             instance=self.instance,
             state=state or self.state,  # type: ignore[arg-type]
+            verify_keys=self.keys,
         )
 
 
@@ -104,7 +108,7 @@ class Sim:
                 self.group.on_presence(c.presence(), self.now)
         for c in list(self.consumers.values()):
             ready = [m for m in c.inbox if m[0] <= self.now]
-            if c.alive and ready:
+            if c.alive and ready and (c.keys is None or self.group.signing_key in c.keys):
                 _, gen, rec = max(ready, key=lambda m: m[1])
                 c.inbox = [m for m in c.inbox if m[0] > self.now]
                 if gen > c.generation:
@@ -366,13 +370,135 @@ def test_unresponsive_owner_is_declared_dead_after_handoff_timeout() -> None:
     assert sim.group.reconciler.timed_out
 
 
-def test_claims_of_never_granted_partitions_are_rejected() -> None:
+def test_members_reading_what_no_record_of_ours_grants_are_corrected_first() -> None:
+    """A controller that adopted none of the records its members apply (signing just
+    turned on, a key changed): what they read goes to nobody else before they applied a
+    record of this controller's, written at once, above the generation they applied.
+    Every step checks that no partition is read by two members."""
     sim = Sim(5)
+    old = {"a": range(0, 6), "b": range(6, 12)}
+    for name, parts in old.items():
+        c = sim.consumers[name] = Consumer(name, ["orders"])
+        c.applied = frozenset(TopicPartition("orders", p) for p in parts)
+        c.generation = 7  # the older controller's numbering
+        sim.group.on_presence(c.presence(), sim.now)
+    corrections = sim.group.pop_corrections()
+    assert len(corrections) == 2
+    assert "reads 6 partitions no record of this controller grants" in corrections[0]
+    assert sim.group.reconciler.acked == {}  # acknowledgements of records not ours
+    sim.join("c", ["orders"])
+    sim.settle(TUNING.rebalance_delay + TUNING.handoff_timeout)
+    assert not sim.group.reconciler.timed_out
+    held = [len(sim.consumers[n].applied) for n in "abc"]
+    assert sorted(held) == [4, 4, 4], held
+    assert min(c.generation for c in sim.consumers.values()) > 7
+
+
+def test_a_forged_grant_a_member_applied_is_written_over_above_its_generation() -> None:
+    """Unsigned operation: a member applied a forged record (generation 2000) adding a
+    partition; the controller's next record for it is numbered above, so the member
+    takes it (one below would be stale to it) and drops the partition."""
+    sim = Sim(9)
     sim.join("a", ["orders"])
     sim.settle(4)
-    liar = Presence(group="g", member="a", topics=["orders"], partitions=[("audit", 0)])
-    with pytest.raises(RejectedError, match=r"does not hold .*: audit-0"):
-        sim.group.on_presence(liar, sim.now)
+    a = sim.consumers["a"]
+    stray = TopicPartition("audit", 0)
+    a.applied, a.generation = a.applied | {stray}, 2000
+    sim.group.on_presence(a.presence(), sim.now)
+    assert sim.group.pop_corrections()
+    sim.settle(4)
+    assert stray not in a.applied
+    assert a.generation > 2000
+    assert len(a.applied) == 12
+    assert not sim.group.pop_corrections()
+
+
+OLD_KEY, NEW_KEY = "0123456789abcdef", "fedcba9876543210"
+
+
+def test_a_member_that_cannot_verify_the_key_keeps_what_it_reads_until_given_it() -> None:
+    """The key changed and b was given only the old one: it can apply none of the new
+    controller's records. It is given nothing, and its partitions, revoked, are never
+    timed out to another member while it lives (c waits for them); given the new key it
+    applies the revoke and they move. Every step checks that no partition is read twice."""
+    sim = Sim(13)
+    sim.join("a", ["orders"])
+    sim.join("b", ["orders"])
+    sim.settle(6)
+    a, b = sim.consumers["a"], sim.consumers["b"]
+    a.keys, b.keys = [NEW_KEY, OLD_KEY], [OLD_KEY]
+    held_by_b = b.applied
+    sim.group = GroupState("g", TUNING, PPT, sim.recovered(), sim.now, signing_key=NEW_KEY)
+    sim.group.re_sign(["a", "b"])
+    for c in (a, b):
+        sim.group.on_presence(c.presence(), sim.now)
+    assert any(
+        "verifies with keys 0123456789abcdef" in line for line in sim.group.pop_corrections()
+    )
+    sim.join("c", ["orders"])
+    sim.consumers["c"].keys = [NEW_KEY]
+    sim.settle(4 * TUNING.handoff_timeout)
+    assert b.applied == held_by_b  # still reading its own: nothing lost, nothing shared
+    assert not sim.group.reconciler.timed_out
+    assert sim.group.behind_key() == 1  # b
+    b.keys = [NEW_KEY, OLD_KEY]  # restarted with both keys
+    sim.group.on_presence(b.presence(), sim.now)
+    sim.settle(TUNING.rebalance_delay + TUNING.handoff_timeout)
+    assert sorted(len(sim.consumers[n].applied) for n in "abc") == [4, 4, 4]
+    assert sim.group.behind_key() == 0
+    assert not sim.group.reconciler.timed_out
+
+
+def test_a_corrected_members_revokes_wait_for_its_record_to_be_written() -> None:
+    """The correction's record is written at the group's next rebalance, which may be
+    later than ``handoff_timeout`` after the claim was seen: its revokes time out only
+    from the record's writing, so the member has its full time to apply it."""
+    slow = GroupTuning(rebalance_delay=4.0, leave_grace=5.0, handoff_timeout=2.0)
+    sim = Sim(17, slow)
+    a = sim.consumers["a"] = Consumer("a", ["orders"])
+    a.applied, a.generation = frozenset(TopicPartition("orders", p) for p in range(12)), 3
+    sim.group.on_presence(a.presence(), sim.now)
+    sim.join("b", ["orders"])
+    sim.settle(20)
+    assert not sim.group.reconciler.timed_out
+    assert sorted(len(c.applied) for c in sim.consumers.values()) == [6, 6]
+
+
+def test_an_acknowledgement_of_a_generation_never_written_counts_for_nothing() -> None:
+    """A forged presence (or one from a forged record) naming a generation ahead of the
+    controller's must not free a revoke the member has not applied."""
+    r = Reconciler(handoff_timeout=60.0, granted={"a": [TopicPartition("t", 0)]})
+    r.update_target({"a": [], "b": [TopicPartition("t", 0)]})
+    plan = r.plan(0.0)
+    assert plan is not None
+    r.commit(plan)
+    r.ack("a", 10**6)
+    assert r.plan(1.0) is None or "b" not in {x.member for x in r.plan(1.0).records}
+    assert TopicPartition("t", 0) in r.releasing
+    r.ack("a", plan.generation)
+    after = r.plan(1.0)
+    assert after is not None
+    assert [x.partitions for x in after.records if x.member == "b"] == [
+        frozenset({TopicPartition("t", 0)})
+    ]
+
+
+def test_records_of_a_previous_key_are_written_again_and_counted_until_acknowledged() -> None:
+    sim = Sim(11)
+    sim.join("a", ["orders"])
+    sim.join("b", ["orders"])
+    sim.settle(6)
+    successor = GroupState("g", TUNING, PPT, sim.recovered(), sim.now)
+    sim.group = successor
+    successor.re_sign(["a", "b", "nobody"])
+    assert successor.behind_key() == 2
+    before = {n: c.applied for n, c in sim.consumers.items()}
+    for c in sim.consumers.values():
+        successor.on_presence(c.presence(), sim.now)
+    sim.settle(6)
+    assert {n: c.applied for n, c in sim.consumers.items()} == before  # nothing moved
+    assert successor.behind_key() == 0
+    assert {r.member for p in sim.published[-2:] for r in p.records} >= {"a", "b"}
 
 
 def test_duplicate_member_id_is_rejected() -> None:

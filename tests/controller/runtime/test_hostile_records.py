@@ -150,7 +150,7 @@ async def test_with_signing_a_forged_grant_changes_nothing(
             cfg.assignments.name,
             key,
             forged,
-            [*headers, other.header("assignments", key, forged, headers)],
+            other.sign("assignments", key, forged, headers),
         )
         await _until(
             lambda: INVALID_RECORDS.labels("assignment")._value.get() >= skipped + 2,
