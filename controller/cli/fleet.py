@@ -60,7 +60,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             delay=args.delay,
             rack=args.rack,
             capacity=args.capacity,
-            verify_key=None if args.public_key is None else verifier_from(args.public_key),
+            verify_key=verifier_from(args.public_key),
             mqtt_auth=mqtt_login(args.mqtt_user, args.mqtt_password_file),
             assignments_topic=args.assignments_topic,
             heartbeat_topic=args.heartbeat_topic,
@@ -200,7 +200,11 @@ def add_worker(sub: Commands) -> None:
         help="its capacity weight (default 1): 2 takes a share twice as large",
     )
     p.add_argument(
-        "--public-key", type=Path, help="the controller's public key: act on signed records only"
+        "--public-key",
+        type=Path,
+        action="append",
+        help="the controller's public key: act on signed records only (repeatable: old and "
+        "new key while one replaces the other)",
     )
     p.add_argument("--mqtt-user", help="MQTT user name (its member id, with per-member ACLs)")
     p.add_argument("--mqtt-password-file", type=Path, help="file holding the MQTT password")

@@ -18,7 +18,7 @@ from controller.wire.signing import KeyFileError, generate
 
 def _cmd_audit(args: argparse.Namespace) -> int:
     logs.configure("error")
-    verifier = None if args.public_key is None else verifier_from(args.public_key)
+    verifier = verifier_from(args.public_key)
     bootstrap, topic, security = args.bootstrap, args.topic, {}
     if args.config is not None:
         cfg = load_config(args.config)
@@ -59,6 +59,7 @@ def _cmd_keys(args: argparse.Namespace) -> int:
         raise InputError(str(exc)) from None
     print(f"private key {private} (mode 0600): signing.private_key_file of every controller")
     print(f"public key  {public}: verify_key of every consumer, --public-key of audit")
+    print("rotating a key: docs/operations.md, \"Rotating the signing key\"")
     return 0
 
 
@@ -80,7 +81,11 @@ def add_audit(sub: Commands) -> None:
         help="longest a partition may stay ungranted, seconds (rebalance_delay + handoff_timeout)",
     )
     p.add_argument(
-        "--public-key", type=Path, help="the controller's public key: audit signed records only"
+        "--public-key",
+        type=Path,
+        action="append",
+        help="the controller's public key: audit signed records only (repeatable: old and new "
+        "key while one replaces the other)",
     )
     p.set_defaults(func=_cmd_audit)
 

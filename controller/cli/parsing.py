@@ -68,9 +68,13 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def verifier_from(path: Path) -> Verifier:
+def verifier_from(paths: list[Path] | None) -> Verifier | None:
+    """``--public-key`` given once or more (the old and the new key while one replaces
+    the other); None when not given."""
+    if not paths:
+        return None
     try:
-        return Verifier.from_file(path)
+        return Verifier.from_files(paths)
     except KeyFileError as exc:
         raise InputError(f"--public-key: {exc}") from None
 
