@@ -59,7 +59,7 @@ def _cmd_keys(args: argparse.Namespace) -> int:
         raise InputError(str(exc)) from None
     print(f"private key {private} (mode 0600): signing.private_key_file of every controller")
     print(f"public key  {public}: verify_key of every consumer, --public-key of audit")
-    print("rotating a key: docs/operations.md, \"Rotating the signing key\"")
+    print('rotating a key: docs/operations.md, "Rotating the signing key"')
     return 0
 
 

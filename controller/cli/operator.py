@@ -80,7 +80,13 @@ def _cmd_describe(args: argparse.Namespace) -> int:
 
 
 def _cmd_action(args: argparse.Namespace) -> int:
-    result = operator.act(_api(args), args.command, args.group, getattr(args, "member", None))
+    result = operator.act(
+        _api(args),
+        args.command,
+        args.group,
+        getattr(args, "member", None),
+        force=getattr(args, "force", False),
+    )
     return _emit(args, result, lambda: operator.render_action(result))
 
 
@@ -205,6 +211,13 @@ def add_operator(sub: Commands) -> None:
         p = sub.add_parser(action, help=text)
         p.add_argument("group", help="consumer group name")
         p.add_argument("member", help="member id")
+        if action == "drain":
+            p.add_argument(
+                "--force",
+                action="store_true",
+                help="drain even the last member that may read a topic (refused without: "
+                "its partitions would go unread; exit 4)",
+            )
         _api_options(p)
         p.set_defaults(func=_cmd_action)
     p = sub.add_parser(

@@ -135,6 +135,13 @@ class GroupState:
         #: What ``on_presence`` corrected (a member reading partitions none of our
         #: records grant it), for the runtime to log and count (``pop_corrections``).
         self.corrections: list[str] = []
+        #: Topics the group reads: every topic a member announced or a record names,
+        #: kept when its last reader is drained or gone (its partitions are then unread,
+        #: and the group degraded), dropped when a member stops subscribing to it and no
+        #: other does, or when it does not exist and nobody subscribes (bounded).
+        self._read: set[str] = {
+            t for ts in (recovered.topics.values() if recovered else ()) for t in ts
+        }
         #: member -> what it was last corrected for reading (``on_presence``).
         self._strays: dict[str, frozenset[TopicPartition]] = {}
         #: Members whose record a previous key (or no key) signed, until they
@@ -196,6 +203,39 @@ class GroupState:
     def subscribed_topics(self) -> set[str]:
         """Every topic some member subscribes to."""
         return {t for topics in self.engine.members.values() for t in topics}
+
+    def unread_topics(self) -> list[str]:
+        """Topics the group reads that no member may take (every subscriber drained,
+        handing off, unable to verify, or gone): all their partitions go unread."""
+        subscribed = self.subscribed_topics()
+        known = self.partitions_per_topic
+        self._read = {t for t in self._read if t in subscribed or t in known}
+        return sorted(t for t in self._read - subscribed if known.get(t))
+
+    def unread(self) -> list[TopicPartition]:
+        """Partitions nobody reads or will read once in-flight revokes end: those every
+        subscriber's cap leaves out, and every partition of an unread topic."""
+        r = self.reconciler
+        orphaned = [
+            tp
+            for t in self.unread_topics()
+            for p in range(self.partitions_per_topic[t])
+            if (tp := TopicPartition(t, p)) not in r.owner and tp not in r.releasing
+        ]
+        return sorted([*self.engine.unassigned(), *orphaned])
+
+    def draining_leaves_unread(self, member: str) -> list[str]:
+        """The topics ``member`` reads that no other member may take: draining it would
+        leave them unread."""
+        mine = self._subscription(member) or frozenset()
+        leaving = self.drained | self.handing_off | self.cannot_verify  # maybe not applied yet
+        others = {
+            t
+            for m, ts in self.engine.members.items()
+            if m != member and m not in leaving
+            for t in ts
+        }
+        return sorted(mine - others)
 
     def holders(self) -> tuple[dict[TopicPartition, str], dict[str, float]]:
         """Who holds each partition now (a copy, for a worker thread) and each member's
@@ -268,6 +308,9 @@ class GroupState:
             return
         topics = frozenset(p.topics)
         known = self._subscription(p.member)
+        self._read |= topics
+        if known is not None and not known <= topics:
+            self._stop_reading(p.member, known - topics)
         self.presence[p.member] = p
         self.heard[p.member] = now
         self.absences.back(p.member)
@@ -306,6 +349,13 @@ class GroupState:
         self.reconciler.ack(p.member, p.generation)
         if p.lag:
             self.on_lag({TopicPartition(t, q): v for t, q, v in p.lag}, now)
+
+    def _stop_reading(self, member: str, dropped: frozenset[str]) -> None:
+        """``member`` no longer subscribes to ``dropped``: a topic nobody else reads (or
+        announces) is no longer the group's."""
+        others = {t for m, ts in self.engine.members.items() if m != member for t in ts}
+        others |= {t for m, q in self.presence.items() if m != member for t in q.topics}
+        self._read -= dropped - others
 
     def _can_follow(self, p: Presence) -> bool:
         """Whether the member can verify our records: it verifies nothing, or with a key

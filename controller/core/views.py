@@ -66,7 +66,7 @@ def group_summary(g: LedGroup) -> dict[str, object]:
     """One row of ``GET /v1/groups``: O(members), never O(partitions)."""
     state = g.state
     member_lag = state.engine.member_lag()
-    unassigned = len(state.engine.unassigned())
+    unassigned = len(state.unread())
     # Settled includes the publication: the plan is committed before its records are
     # acknowledged, and "settled" promises they are.
     settled = state.settled() and not g.publishing
@@ -99,9 +99,10 @@ def group_summary(g: LedGroup) -> dict[str, object]:
 
 
 def group_state(paused: bool, unassigned: int, settled: bool) -> str:
-    """``paused``; ``degraded`` while partitions have no reader (caps, drains or members
-    that subscribe to too little leave them so): never ``settled`` then; ``rebalancing``
-    while a plan is in flight; else ``settled``."""
+    """``paused``; ``degraded`` while partitions have no reader (caps, drains, members
+    that subscribe to too little, or a topic whose every reader is drained or gone leave
+    them so): never ``settled`` then; ``rebalancing`` while a plan is in flight; else
+    ``settled``."""
     if paused:
         return "paused"
     if unassigned:
@@ -198,7 +199,7 @@ def group_view(g: LedGroup, partitions: bool = False, reset: str = "latest") -> 
             "capacity": engine.capacity_of(member) or (p.capacity if p and p.capacity else 1.0),
         }
     counts = [len(v) for v in granted.values()]
-    unassigned = sorted(engine.unassigned())
+    unassigned = g.state.unread()
     rows = {}
     if partitions:
         lag, owners, offsets = g.state.lag, g.state.reconciler.owner, g.offsets
@@ -229,6 +230,7 @@ def group_view(g: LedGroup, partitions: bool = False, reset: str = "latest") -> 
         "signing_behind": g.state.behind_key(),
         "constraints": g.state.constraints.model_dump(),
         "unassigned": [[tp.topic, tp.partition] for tp in unassigned],
+        "unread_topics": g.state.unread_topics(),
         "members": members,
         "recent_rebalances": [
             {
@@ -283,7 +285,8 @@ def reading(g: LedGroup, per_member_cap: int | None) -> GroupReading:
     state = g.state
     engine = state.engine
     sizes = {name: len(v) for name, v in state.reconciler.granted.items()}
-    total = sum(engine.partitions_per_topic.get(t, 0) for t in state.subscribed_topics())
+    read = state.subscribed_topics().union(state.unread_topics())
+    total = sum(engine.partitions_per_topic.get(t, 0) for t in read)
     granted = sum(sizes.values())
     revoking = state.reconciler.revoking()
     member_lag = engine.member_lag()

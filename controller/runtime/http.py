@@ -234,6 +234,22 @@ async def _admin(controller: Controller, request: web.Request, action: str) -> w
     if member is not None and not (state.knows(member) or member in state.drained):
         counter.labels(action, "not_found").inc()
         return web.json_response({"error": f"no member {member!r} in {group!r}"}, status=404)
+    # What nobody will read once the action is applied (the engine applies it later).
+    left = state.unread_topics()
+    if action == "drain" and member is not None and member not in state.drained:
+        last = state.draining_leaves_unread(member)
+        left = sorted({*left, *last})
+        if last and not _flag(request, "force"):
+            counter.labels(action, "refused").inc()
+            shown = ", ".join(last[:5])
+            return web.json_response(
+                {
+                    "error": f"{member!r} is the last member that may read {shown}: draining "
+                    "it leaves their partitions unread (the group goes degraded); --force "
+                    "(?force=true) drains it anyway"
+                },
+                status=409,
+            )
     if action != "rebalance":
         paused = {"pause": True, "resume": False}.get(action, state.paused)
         drained = set(state.drained)
@@ -267,6 +283,7 @@ async def _admin(controller: Controller, request: web.Request, action: str) -> w
             "member": member,
             "paused": state.paused,
             "drained": sorted(state.drained),
+            "unread_topics": left,
         }
     )
 

@@ -133,11 +133,14 @@ def describe(api: AdminApi, group: str, partitions: bool = False) -> dict[str, A
     return api.get(f"/v1/groups/{urllib.parse.quote(group, safe='')}{query}")
 
 
-def act(api: AdminApi, action: str, group: str, member: str | None = None) -> dict[str, Any]:
+def act(
+    api: AdminApi, action: str, group: str, member: str | None = None, *, force: bool = False
+) -> dict[str, Any]:
+    """``force``: a drain that leaves a topic unread is refused (409) without it."""
     path = f"/v1/groups/{urllib.parse.quote(group, safe='')}"
     if member is not None:
         path += f"/members/{urllib.parse.quote(member, safe='')}"
-    return api.post(f"{path}/{action}")
+    return api.post(f"{path}/{action}" + ("?force=true" if force else ""))
 
 
 # ---------------------------------------------------------------------------- rendering
@@ -341,6 +344,12 @@ def _ago(seconds: float | None) -> str:
 
 def render_action(result: Mapping[str, Any]) -> str:
     group, member = result["group"], result.get("member")
+    unread = result.get("unread_topics") or []
+    if result["action"] == "drain" and unread:
+        return (
+            f"draining {member} in {group}: nobody is left to read {', '.join(unread[:5])} "
+            "(the group is degraded until a member that subscribes joins or is undrained)"
+        )
     return {
         "pause": f"paused {group}: events wait until `ballast resume {group}`",
         "resume": f"resumed {group}",

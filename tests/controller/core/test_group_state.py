@@ -19,6 +19,7 @@ from controller.core.group import GroupState, RejectedError
 from controller.core.handoff import Outgoing, Plan, Reconciler
 from controller.core.rebalance import GroupTuning, Rebalance
 from controller.core.recovery import Recovered
+from controller.core.views import group_state
 from controller.wire.records import Presence
 
 TUNING = GroupTuning(rebalance_delay=1.0, leave_grace=5.0, handoff_timeout=8.0)
@@ -883,3 +884,38 @@ def assert_recovery_moves_nothing(group: GroupState, heard: list[Presence], now:
         rebalance, plan = group.tick(now + t)
         assert plan is None
         assert rebalance is None or rebalance.moved == 0
+
+
+@pytest.mark.parametrize("how", ["crash", "leave", "drain"])
+def test_a_topic_whose_every_reader_is_gone_or_drained_is_unread_not_healthy(how: str) -> None:
+    """Invariant 7: nothing unread looks settled. Its partitions count as unassigned (the
+    group is degraded) until a member that subscribes is back."""
+    sim = Sim(19)
+    sim.join("a", ["orders"])
+    sim.join("b", ["orders"])
+    sim.settle(6)
+    assert sim.group.unread() == []
+    for name in ("a", "b"):
+        if how == "drain":
+            assert sim.group.draining_leaves_unread(name) == ([] if name == "a" else ["orders"])
+            sim.group.drain(name, sim.now)
+        else:
+            getattr(sim, how)(name)
+    sim.settle(TUNING.rebalance_delay + TUNING.leave_grace + TUNING.handoff_timeout + 4)
+    assert sim.group.unread_topics() == ["orders"]
+    assert len(sim.group.unread()) == 12
+    assert group_state(False, len(sim.group.unread()), sim.group.settled()) == "degraded"
+    sim.join("c", ["orders"])
+    sim.settle(6)
+    assert sim.group.unread() == []
+
+
+def test_a_topic_members_stop_subscribing_to_is_no_longer_the_groups() -> None:
+    sim = Sim(23)
+    sim.join("a", ["orders", "audit"])
+    sim.join("b", ["orders"])
+    sim.settle(6)
+    sim.join("a", ["orders"])  # a changes its subscription: audit is dropped on purpose
+    sim.settle(6)
+    assert sim.group.unread_topics() == []
+    assert sim.group.unread() == []

@@ -47,6 +47,16 @@ def _moved_by_reason(port: int) -> dict[str, float]:
     }
 
 
+def _gauge(port: int, name: str, **labels: str) -> float | None:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and labels.items() <= sample.labels.items():
+                return sample.value
+    return None
+
+
 def as_json(result: subprocess.CompletedProcess[str]) -> Any:
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
@@ -199,6 +209,31 @@ async def test_dev_up_run_and_operate(tmp_path: Path) -> None:
         assert (
             "drain (drain a): 2 member(s) changed, moved 6"
             in cli("describe", dev.GROUP, "-o", "table", env=env).stdout
+        )
+        # The last member that may read the topic: refused (exit 4) unless --force;
+        # forced, nothing unread looks healthy (degraded, every partition unassigned).
+        assert cli("drain", dev.GROUP, "a", env=with_token).returncode == 0
+        last = cli("drain", dev.GROUP, "b", env=with_token)
+        assert last.returncode == 4
+        assert "last member that may read" in last.stderr
+        forced = cli("drain", dev.GROUP, "b", "--force", env=with_token)
+        assert forced.returncode == 0, forced.stderr
+        assert "nobody is left to read" in forced.stdout
+        await fleet.wait_for(lambda: all(not m.partitions for m in fleet.members.values()), 30)
+        for _ in range(60):
+            summary = as_json(cli("status", "-o", "json", env=env))["groups"][dev.GROUP]
+            if summary["unassigned"] == 12:
+                break
+            await asyncio.sleep(0.25)
+        assert (summary["state"], summary["unassigned"]) == ("degraded", 12), summary
+        assert as_json(cli("describe", dev.GROUP, "-o", "json", env=env))["unread_topics"] == [
+            dev.TOPIC
+        ]
+        assert _gauge(http_port, "ballast_group_partitions", state="unassigned") == 12
+        for member in ("a", "b"):
+            assert cli("undrain", dev.GROUP, member, env=with_token).returncode == 0
+        await fleet.wait_for(
+            lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [6, 6], timeout=30
         )
         for action in ("pause", "resume", "rebalance"):
             done = cli(action, dev.GROUP, "-o", "table", env=with_token)
