@@ -10,6 +10,10 @@ and not applied. The records that count are replayed in publication order, i.e. 
   record still grants it (revoke before grant, invariant 1);
 * **monotonic**: within one controller epoch, generations never go back in a partition
   (one writer per epoch, invariant 4);
+* **unique**: no (epoch, generation) is used twice for one member with different
+  contents (a tenure that reused its predecessor's numbers: invariant 4). The same record
+  again, byte for byte, is a *replay* (anyone who can produce to the topic can make one;
+  the fencing rule ignores it): listed as such, not as a violation;
 * **covered**: no partition stayed ungranted for longer than ``window`` seconds (by
   ``issued_at``), and in the final state every partition of the subscribed topics is
   granted. Read from a live group, the log may end in the middle of a handoff: a
@@ -39,6 +43,7 @@ class Report:
     generations: int = 0
     violations: list[str] = field(default_factory=list)
     fenced: list[str] = field(default_factory=list)
+    replays: list[str] = field(default_factory=list)
     in_flight: list[str] = field(default_factory=list)
     longest_gap_s: float = 0.0
 
@@ -50,9 +55,11 @@ class Report:
         lines = [
             f"group {self.group}: {self.records} records, {self.generations} generations, "
             f"longest ungranted gap {self.longest_gap_s:.3f}s, "
-            f"{len(self.fenced)} fenced records, {'OK' if self.ok else 'VIOLATIONS'}"
+            f"{len(self.fenced)} fenced records, {len(self.replays)} replayed, "
+            f"{'OK' if self.ok else 'VIOLATIONS'}"
         ]
         lines += [f"  violation: {v}" for v in self.violations[:50]]
+        lines += [f"  replayed: {r}" for r in self.replays[:20]]
         lines += [f"  fenced: {f}" for f in self.fenced[:20]]
         lines += [f"  in flight: {f}" for f in self.in_flight[:20]]
         return "\n".join(lines)
@@ -71,6 +78,8 @@ def audit_group(
     view = AssignmentView()
     counted: list[tuple[Order, LoggedRecord]] = []
     log_last: dict[tuple[int, int], int] = {}
+    #: (member, epoch, generation, tombstone) -> the record first seen with them.
+    numbered: dict[tuple[str, int, int, int], LoggedRecord] = {}
     for r in sorted((e for e in logged if e.group == group), key=lambda e: (e.partition, e.offset)):
         if isinstance(r, LoggedFence):
             view.add(r)
@@ -78,8 +87,19 @@ def audit_group(
         report.records += 1
         key = (group, r.member)
         order = view.order_of(r, view.floor.get((group, r.partition), -1), view.order.get(key))
-        verdict = view.add(r)
         where = f"{r.member}@{r.partition}:{r.offset} epoch {order[0]} gen {order[1]}"
+        first = numbered.setdefault((r.member, *order), r)
+        if first is not r:
+            if first.record == r.record:
+                report.replays.append(f"{where}: the record at offset {first.offset} again")
+            else:
+                report.violations.append(
+                    f"{where}: epoch {order[0]} generation {order[1]} used twice for "
+                    f"{r.member} (first at offset {first.offset}) with other contents"
+                )
+            view.add(r)  # stale or fenced: what the members make of it
+            continue
+        verdict = view.add(r)
         if verdict is Verdict.FENCED:
             report.fenced.append(f"{where}: below the fence")
             continue

@@ -70,3 +70,24 @@ def test_a_handoff_in_flight_at_the_end_of_a_live_log() -> None:
     assert live.in_flight == ["t-1 ungranted for 2.000s"]
     stuck = audit_group("g", log, PPT, window=5, clock=17.0)
     assert "final state: t-1 is not granted to anyone" in stuck.violations
+
+
+def test_a_replayed_record_is_named_as_a_replay_not_a_controller_violation() -> None:
+    """Issue 65: a genuine record produced again later read as "generation 4 after 6 in
+    epoch 1", a controller bug. The same record byte for byte is a replay."""
+    first = rec("a", 4, [0, 1], offset=1)
+    later = rec("a", 6, [0, 1], offset=2)
+    replayed = LoggedRecord("g", "a", first.record, first.partition, 3, 4, 1)
+    report = audit_group("g", [first, later, replayed], PPT, window=5)
+    assert report.ok, report.render()
+    assert report.replays == [f"a@{first.partition}:3 epoch 1 gen 4: the record at offset 1 again"]
+    assert "1 replayed" in report.render()
+
+
+def test_an_epoch_and_generation_used_twice_with_other_contents_is_a_violation() -> None:
+    """Two tenures sharing (epoch, generation): what turning signing on did before the
+    floors counted every record."""
+    log = [rec("a", 4, [0], offset=1), rec("a", 4, [1], offset=2)]
+    report = audit_group("g", log, PPT, window=5)
+    assert not report.ok
+    assert "epoch 1 generation 4 used twice for a" in report.violations[0]
