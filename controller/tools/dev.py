@@ -3,8 +3,10 @@ with a controller config and an admin token that work against them. The path fro
 demo to running the controller (and a fleet) by hand.
 
 Everything lives in one directory (``.ballast-dev`` by default): the brokers' logs, their
-pids and ports (``state.json``), ``ballast.yaml``, ``admin-token`` and, with Mosquitto,
-``mqtt/<user>.password``. MQTT authenticates by default: with Mosquitto installed, each
+pids and ports (``state.json``), ``ballast.yaml``, ``admin-token``, the controller's
+signing key pair (``keys/``: the config signs every grant, members verify with
+``keys/signing.pub``) and, with Mosquitto, ``mqtt/<user>.password``. MQTT authenticates
+by default: with Mosquitto installed, each
 of the named members gets its own generated password and may write only its own
 presence (docs/operations.md, "Security model"). amqtt, the fallback, cannot keep a
 member's Will off another member's topic, so it runs without authentication and says
@@ -29,6 +31,7 @@ from controller import maven
 from controller.errors import InputError
 from controller.tools import apache_kafka, embedded
 from controller.tools.embedded import CONTROLLER_USER
+from controller.wire import signing
 from controller.wire.records import is_member_id
 
 DEFAULT_DIR = Path(".ballast-dev")
@@ -61,6 +64,15 @@ class DevStack:
         return self.dir / "mqtt" / f"{user}.password"
 
     @property
+    def signing_key(self) -> Path:
+        """The controller's private key; members verify with ``public_key``."""
+        return self.dir / "keys" / "signing.key"
+
+    @property
+    def public_key(self) -> Path:
+        return self.dir / "keys" / "signing.pub"
+
+    @property
     def kafka_name(self) -> str:
         kind: apache_kafka.BrokerKind = "kafka" if "kafka" in self.pids else "tansu"
         return f"{apache_kafka.NAMES[kind]}, pid {self.pids.get(kind)}"
@@ -86,6 +98,7 @@ class DevStack:
                 "next:",
                 f"  ballast run --config {self.config}",
                 f"  ballast worker --bootstrap {k} --mqtt-port {self.mqtt_port}{login} "
+                f"--public-key {self.public_key} "
                 f"--group {GROUP} --topic {TOPIC} --member {member} --out {d}/{member}.log",
                 f"  export BALLAST_URL=http://127.0.0.1:{self.http_port} "
                 f"BALLAST_TOKEN_FILE={self.token_file}",
@@ -179,6 +192,8 @@ def up(
     fields = {k: v for k, v in dataclasses.asdict(stack).items() if k != "dir"}
     _state_file(directory).write_text(json.dumps(fields) + "\n")
     _private(stack.token_file, secrets.token_urlsafe(24))
+    if not stack.signing_key.exists():  # kept across dev down and up: grants stay valid
+        signing.generate(stack.signing_key.parent)
     login = ""
     if users:
         login = (
@@ -193,6 +208,7 @@ def up(
         f"groups: [{{name: {GROUP}}}]\n"
         f"http: {{host: 127.0.0.1, port: {http_port},\n"
         f"       admin_token_file: {stack.token_file.resolve()}}}\n"
+        f"signing: {{private_key_file: {stack.signing_key.resolve()}}}\n"
         "startup: {timeout: 30s}\n"
     )
     return stack

@@ -18,8 +18,10 @@ from typing import Any
 
 import aiomqtt
 import pytest
+import yaml
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from controller.config import Config
 from controller.tools import apache_kafka, dev, embedded
 from controller.wire.records import Presence, presence_topic
 
@@ -66,6 +68,8 @@ async def test_dev_up_authenticates_each_member_on_its_own_topic(
     assert broker in stack.pids
     assert stack.members == dev.MEMBERS
     assert "--mqtt-password-file" in up.stdout
+    assert f"--public-key {stack.public_key}" in up.stdout  # members verify by default
+    assert Config.model_validate(yaml.safe_load(stack.config.read_text())).signing.signer()
     procs: list[subprocess.Popen[bytes]] = []
     try:
         log = (tmp_path / "daemon.log").open("ab")
@@ -75,6 +79,7 @@ async def test_dev_up_authenticates_each_member_on_its_own_topic(
             argv = [BIN, "worker", "--bootstrap", f"127.0.0.1:{stack.kafka_port}",
                     "--mqtt-port", str(stack.mqtt_port), "--mqtt-user", member,
                     "--mqtt-password-file", str(stack.password_file(member)),
+                    "--public-key", str(stack.public_key),
                     "--group", dev.GROUP, "--topic", dev.TOPIC, "--member", member,
                     "--out", str(tmp_path / f"{member}.out")]  # fmt: skip
             errors = (tmp_path / f"{member}.log").open("ab")
@@ -110,6 +115,7 @@ async def test_dev_up_authenticates_each_member_on_its_own_topic(
     if broker == "kafka":
         assert "Apache Kafka" in up.stdout
     assert os.stat(stack.password_file("w1")).st_mode & 0o077 == 0
+    assert os.stat(stack.signing_key).st_mode & 0o077 == 0
 
 
 async def test_dev_up_on_apache_kafka_keeps_its_log_across_down_and_up(tmp_path: Path) -> None:
