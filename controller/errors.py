@@ -31,3 +31,10 @@ class RefusedError(BallastError, RuntimeError):
     """The controller answered but refused: unknown group or member, wrong token."""
 
     exit_code = 4
+
+
+class CredentialsError(BallastError, PermissionError):
+    """A broker refused our credentials (authentication or authorisation) or its
+    certificate did not verify: retrying cannot help. The message names what to check."""
+
+    exit_code = 5

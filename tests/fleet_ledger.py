@@ -1,16 +1,23 @@
 """What the fail-stop and binding tests count, whatever the client: records produced
 round-robin over a 12-partition topic, how often each was processed, and whether the
-members' assignments have settled."""
+members' assignments have settled; and a fleet of ``ManagedConsumer``s that process
+and commit, for the tests on aiokafka's binding."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Collection, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from aiokafka import AIOKafkaProducer
+
+from controller.client import PresenceOptions
+from controller.client.consumer import ManagedConsumer
+from controller.client.failure import MemberFailedError
+from controller.tools import embedded
 
 
 class Holds(Protocol):
@@ -64,3 +71,63 @@ class FleetLedger:
 
     def twice(self) -> list[bytes]:
         return sorted(v for v, n in self.processed.items() if n > 1)
+
+
+class ManagedFleet(FleetLedger):
+    """``ManagedConsumer`` members of ``group`` reading ``topic`` from the start: each
+    processes (counts) what it gets and commits it; a member's fail-stop is kept in
+    ``failed``."""
+
+    def __init__(
+        self, kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, group: str, topic: str
+    ) -> None:
+        super().__init__(kafka.address, topic)
+        self.kafka, self.mqtt, self.group = kafka, mqtt, group
+        self.members: dict[str, ManagedConsumer] = {}
+        self.loops: dict[str, asyncio.Task[None]] = {}
+        self.failed: dict[str, MemberFailedError] = {}
+
+    @property
+    def holders(self) -> dict[str, ManagedConsumer]:
+        return self.members
+
+    async def join(self, name: str, **options: Any) -> ManagedConsumer:
+        """``options``: more ``ManagedConsumer`` settings (``verify_key``, ...)."""
+        consumer = ManagedConsumer(
+            self.group,
+            name,
+            [self.topic],
+            bootstrap_servers=self.kafka.address,
+            presence=PresenceOptions(mqtt_port=self.mqtt.port, mqtt_keepalive=1),
+            auto_offset_reset="earliest",
+            **options,
+        )
+        await consumer.start()
+        self.members[name] = consumer
+        self.loops[name] = asyncio.create_task(self._consume(name, consumer))
+        return consumer
+
+    async def leave(self, name: str) -> None:
+        """A clean leave."""
+        self.loops.pop(name).cancel()
+        await self.members.pop(name).close()
+
+    async def _consume(self, name: str, consumer: ManagedConsumer) -> None:
+        while True:
+            try:
+                batch = await consumer.getmany(timeout_ms=100)
+            except MemberFailedError as exc:
+                self.failed[name] = exc
+                return
+            for records in batch.values():
+                for r in records:
+                    self.processed[r.value] += 1
+            if batch:
+                await consumer.commit()
+
+    async def stop(self) -> None:
+        for loop in self.loops.values():
+            loop.cancel()
+        for consumer in self.members.values():
+            with contextlib.suppress(Exception):
+                await consumer.close()

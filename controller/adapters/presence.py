@@ -12,6 +12,23 @@ from typing import Any
 import aiomqtt
 import paho.mqtt.client as mqtt
 
+#: CONNACK codes that no retry can change: MQTT 3.1.1 (4, 5) and MQTT 5 (134 bad user
+#: name or password, 135 not authorized, 138 banned, 140 bad authentication method).
+_REFUSED = {4, 5, 134, 135, 138, 140}
+
+
+def login_refused(error: object) -> str | None:
+    """What the MQTT broker refused, when ``error`` (an ``aiomqtt.MqttError``, or paho's
+    CONNACK reason code) says our credentials or its certificate are wrong; None for a
+    failure that a retry may cure (unreachable, busy, dropped)."""
+    code = getattr(error, "rc", error)
+    value = getattr(code, "value", code)
+    if isinstance(value, int) and not isinstance(value, bool) and value in _REFUSED:
+        return str(error)
+    if "CERTIFICATE_VERIFY_FAILED" in str(error):
+        return f"TLS: the broker's certificate did not verify ({error})"
+    return None
+
 
 def member_client(
     host: str,

@@ -16,8 +16,9 @@ from aiokafka import AIOKafkaProducer
 
 from controller import logs
 from controller.adapters.metadata_scope import track_when_idle
-from controller.adapters.presence import drop_link, member_client
+from controller.adapters.presence import drop_link, login_refused, member_client
 from controller.client.identity import PresenceOptions, State
+from controller.errors import CredentialsError, UnreachableError
 from controller.tasks import reraise_swallowed_cancel
 from controller.wire.records import Presence, assignment_key, presence_topic
 
@@ -80,12 +81,31 @@ class Announcer:
                     async for _ in client.messages:  # returns/raises when the link drops
                         pass
             except aiomqtt.MqttError as exc:
+                refused = login_refused(exc)
+                if refused is not None:
+                    raise self.refused(refused) from None
                 log.warning(
                     "mqtt_reconnecting", member=self._member, error=str(exc), retry_in=backoff
                 )
             self._mqtt = None
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
+
+    def refused(self, why: str) -> CredentialsError:
+        """The error for a login the MQTT broker refused: no retry helps."""
+        o = self.options
+        return CredentialsError(
+            f"member {self._member!r}: the MQTT broker at {o.mqtt_host}:{o.mqtt_port} refused "
+            f"its login ({why}): check PresenceOptions.mqtt_auth (username, password, TLS)"
+        )
+
+    def unreachable(self, timeout: float) -> UnreachableError:
+        o = self.options
+        return UnreachableError(
+            f"member {self._member!r}: the MQTT broker at {o.mqtt_host}:{o.mqtt_port} took no "
+            f"connection within {timeout:g} s: check PresenceOptions(mqtt_host, mqtt_port) and "
+            "that the broker runs"
+        )
 
     async def heartbeats(self) -> None:
         """For ``via="kafka"``: announce every ``heartbeat_interval``."""

@@ -16,7 +16,7 @@ from aiokafka import TopicPartition as KafkaTP
 
 from controller import logs
 from controller.adapters.metadata import topic_metadata
-from controller.client.grants import Grant, GrantReader
+from controller.client.grants import Grant, GrantReader, topic_missing
 from controller.wire.assignments import READ_ISOLATION, assignments_partition
 from controller.wire.signing import Verifier
 
@@ -102,7 +102,7 @@ class AssignmentFeed:
             if count:
                 return assignments_partition(self._grants.key, count)
             if time.monotonic() > deadline:
-                raise TimeoutError(f"assignments topic {self.topic!r} not found")
+                raise topic_missing(self.topic, TOPIC_WAIT)
             await asyncio.sleep(0.2)
 
     @property

@@ -67,6 +67,8 @@ Callback = Callable[[set[KafkaTP]], Awaitable[None] | None]
 
 #: How long a new assignment may wait for the ``getmany`` slice in progress (ms).
 CHANGE_CHECK_MS = 50
+#: How long a start waits for the MQTT broker to take the member's session (s).
+MQTT_LINK_TIMEOUT = 30.0
 
 
 class ManagedConsumer:
@@ -165,6 +167,36 @@ class ManagedConsumer:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        """Connect, apply this member's latest record and announce it. A broker that
+        refuses our credentials raises ``CredentialsError`` at once, one that takes no
+        connection ``UnreachableError``; either way every client is closed again."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.abort()
+            raise
+
+    async def _link(self) -> None:
+        """The MQTT session, watched (fail-stop) once it is up."""
+        connected = asyncio.Event()
+        name = f"ballast-{self.member}-presence"
+        task = self._mqtt_task = asyncio.create_task(
+            self._announcer.keep_session(connected), name=name
+        )
+        up = asyncio.ensure_future(connected.wait())
+        try:
+            await asyncio.wait(
+                {up, task}, timeout=MQTT_LINK_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            up.cancel()
+        if not connected.is_set():
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+            raise self._announcer.unreachable(MQTT_LINK_TIMEOUT)
+        task.add_done_callback(lambda t: self._task_ended("presence", t))
+
+    async def _start(self) -> None:
         await self._feed.start()
         # Only now that the topic is known to exist (a refresh may create what it names),
         # and before the start, whose coordinator lookup may outlast a refresh period.
@@ -181,10 +213,7 @@ class ManagedConsumer:
         if self._feed.pending is not None:
             await self._apply_pending()
         if self._announcer.options.via == "mqtt":
-            connected = asyncio.Event()
-            self._mqtt_task = self._watched("presence", self._announcer.keep_session(connected))
-            async with asyncio.timeout(30):
-                await connected.wait()
+            await self._link()
         else:
             await self._announcer.start_heartbeats()
             self._tasks.append(self._watched("heartbeats", self._announcer.heartbeats()))

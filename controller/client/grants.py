@@ -16,6 +16,7 @@ from typing import NamedTuple
 from prometheus_client import Counter
 
 from controller import logs
+from controller.errors import UnreachableError
 from controller.wire.assignments import log_entry
 from controller.wire.fencing import AssignmentView, Verdict
 from controller.wire.records import LoggedFence, LoggedRecord, assignment_key, fence_key
@@ -32,6 +33,14 @@ INVALID_RECORDS = Counter(
     "signed by the controller's key when one is configured.",
     ["source"],
 )
+
+
+def topic_missing(topic: str, waited: float) -> UnreachableError:
+    """What a member says when the assignments topic never appeared."""
+    return UnreachableError(
+        f"assignments topic {topic!r} not found after {waited:g} s: start the controller "
+        "first (`ballast run` creates it), or check the member's assignments_topic"
+    )
 
 
 class RawRecord(NamedTuple):

@@ -22,7 +22,7 @@ from typing import Generic, Protocol, TypeVar
 from controller import logs
 from controller.client.departure import Departure
 from controller.client.failure import MemberFailedError, member_failed
-from controller.client.grants import Grant, GrantReader, Partition, RawRecord
+from controller.client.grants import Grant, GrantReader, Partition, RawRecord, topic_missing
 from controller.client.holding import Holding
 from controller.client.identity import MemberIdentity, State
 from controller.client.progress import Progress, lag_report, progress_of
@@ -154,7 +154,7 @@ class SyncMember(Generic[R]):
         deadline = time.monotonic() + TOPIC_WAIT
         while not (count := self._reader.partition_count(self._topic)):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"assignments topic {self._topic!r} not found")
+                raise topic_missing(self._topic, TOPIC_WAIT)
             time.sleep(0.2)
         self._reader.open(self._topic, assignments_partition(self._grants.key, count))
 

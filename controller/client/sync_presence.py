@@ -19,7 +19,9 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from controller import logs
+from controller.adapters.presence import login_refused
 from controller.client.identity import PresenceOptions, State
+from controller.errors import CredentialsError, UnreachableError
 from controller.wire.records import Presence, assignment_key, presence_topic
 
 log = logs.get("ballast.client")
@@ -55,6 +57,9 @@ class MqttLink:
         self._make = make
         self._member = member
         self._connected = threading.Event()
+        #: Set with the broker's first answer: connected, or our login refused (``_refused``).
+        self._answered = threading.Event()
+        self._refused: str | None = None
         client = mqtt.Client(
             CallbackAPIVersion.VERSION2, client_id=f"ballast-{group}-{member}", clean_session=True
         )
@@ -75,22 +80,41 @@ class MqttLink:
         self._client = client
 
     def start(self) -> None:
+        """Connected and announced; ``CredentialsError`` at once when the broker refuses
+        our login, ``UnreachableError`` when it takes no connection in ``LINK_TIMEOUT``."""
         o = self._options
+        where = f"the MQTT broker at {o.mqtt_host}:{o.mqtt_port}"
         self._client.connect_async(o.mqtt_host, o.mqtt_port, keepalive=o.mqtt_keepalive)
         self._client.loop_start()
-        if not self._connected.wait(LINK_TIMEOUT):
-            self._client.loop_stop()
-            raise TimeoutError(f"MQTT broker {o.mqtt_host}:{o.mqtt_port} not reached")
+        self._answered.wait(LINK_TIMEOUT)
+        if self._connected.is_set():
+            return
+        self._client.disconnect()
+        self._client.loop_stop()
+        if self._refused is not None:
+            raise CredentialsError(
+                f"member {self._member!r}: {where} refused its login ({self._refused}): check "
+                "PresenceOptions.mqtt_auth (username, password, TLS)"
+            )
+        raise UnreachableError(
+            f"member {self._member!r}: {where} took no connection within {LINK_TIMEOUT:g} s: "
+            "check PresenceOptions(mqtt_host, mqtt_port) and that the broker runs"
+        )
 
     def _on_connect(
         self, client: mqtt.Client, _u: object, _f: object, code: object, _p: object
     ) -> None:
         if getattr(code, "is_failure", False):
             log.warning("mqtt_refused", member=self._member, reason=str(code))
+            refused = login_refused(code)
+            if refused is not None and not self._answered.is_set():
+                self._refused = refused
+                self._answered.set()
             return
         # In paho's thread: publish, never wait here (the wait needs this thread).
         client.publish(self._topic, self._make("active").encode(), qos=1, retain=True)
         self._connected.set()
+        self._answered.set()
 
     def _on_disconnect(
         self, _c: mqtt.Client, _u: object, _f: object, code: object, _p: object

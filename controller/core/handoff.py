@@ -438,7 +438,9 @@ class Reconciler:
     def _free_releases(self, now: float) -> None:
         """Free what acked or departed members released, and what timed out."""
         for m in sorted(self._acked_since | self._departed):
-            gone = m not in self.granted or m in self._departed
+            # A member corrected before any record of ours (``correct``) is not granted
+            # yet, and not gone: what it reads stays released from it.
+            gone = m in self._departed or (m not in self.granted and m not in self._uncorrected)
             for tp in list(self._releasing_of.get(m, ())):  # dropped as we go
                 if gone or self.acked.get(m, -1) >= self.releasing[tp].generation:
                     self._drop_release(tp)

@@ -17,7 +17,14 @@ from controller.adapters.connection import client_options
 from controller.adapters.metadata_scope import track_when_idle
 from controller.config import Config
 from controller.runtime.assignment_log import assigned_reader, catch_up, read_to_end
-from controller.wire.records import ConstraintsRecord, DecodeError, constraints_newer, decode
+from controller.wire.assignments import int_header
+from controller.wire.records import (
+    SEQUENCE_HEADER,
+    ConstraintsRecord,
+    DecodeError,
+    constraints_newer,
+    decode,
+)
 from controller.wire.signing import Signer, Verifier
 
 
@@ -38,6 +45,8 @@ class ConstraintStore:
         self._verifier = verifier
         self._groups = frozenset(g.name for g in cfg.groups)
         self._records: dict[str, ConstraintsRecord] = {}
+        #: group -> the held record's sequence header (None: an older controller's).
+        self._sequences: dict[str, int | None] = {}
         #: group -> (epoch, the last sequence this replica numbered in it).
         self._numbered: dict[str, tuple[int, int]] = {}
         self._consumer: AIOKafkaConsumer | None = None
@@ -66,59 +75,65 @@ class ConstraintStore:
         value: bytes | None = msg.value
         source = f"{msg.topic}[{msg.partition}]@{msg.offset} key {(key or b'')[:80]!r}"
         try:
+            headers = list(msg.headers or ())
             if self._verifier is not None:
-                headers = list(msg.headers or ())
                 problem = self._verifier.problem("constraints", key or b"", value, headers)
                 if problem is not None:
                     raise DecodeError(source, problem)
             if value is None:  # a tombstone: clears a group's overrides
                 if key:
-                    self._records.pop(key.decode(errors="replace"), None)
+                    group = key.decode(errors="replace")
+                    self._records.pop(group, None)
+                    self._sequences.pop(group, None)
                 return
             record = decode(ConstraintsRecord, value, source)
             if key != record.group.encode():
                 raise DecodeError(source, f"key disagrees with group {record.group!r}")
+            sequence = int_header(dict(headers).get(SEQUENCE_HEADER), SEQUENCE_HEADER, source)
         except DecodeError as exc:
             self._on_invalid(str(exc))
             return
         if record.group not in self._groups:
             return
-        held = self._records.get(record.group)
-        if constraints_newer(record, held):
+        held, after = self._records.get(record.group), self._sequences.get(record.group)
+        if constraints_newer(record, sequence, held, after):
             self._records[record.group] = record
-        elif record != held:  # not our own write read back: a replay, or a deposed write
+            self._sequences[record.group] = sequence
+        elif (record, sequence) != (held, after):  # not our own write read back
             assert held is not None
             self._on_invalid(
-                f"{source}: epoch {record.controller_epoch} sequence {record.sequence} is not "
-                f"newer than the record held (epoch {held.controller_epoch} sequence "
-                f"{held.sequence}): a replayed or deposed write, ignored"
+                f"{source}: epoch {record.controller_epoch} sequence {sequence} is not newer "
+                f"than the record held (epoch {held.controller_epoch} sequence {after}): a "
+                "replayed or deposed write, ignored"
             )
 
-    def _number(self, record: ConstraintsRecord) -> ConstraintsRecord:
-        """``record`` with the next sequence of its tenure: above what this replica
-        numbered and what the topic holds in the same epoch."""
+    def _number(self, record: ConstraintsRecord) -> int:
+        """The next sequence of ``record``'s tenure: above what this replica numbered and
+        what the topic holds in the same epoch."""
         epoch = record.controller_epoch
         last = self._numbered.get(record.group, (epoch, 0))
-        held = self._records.get(record.group)
         after = last[1] if last[0] == epoch else 0
+        held = self._records.get(record.group)
         if held is not None and held.controller_epoch == epoch:
-            after = max(after, held.sequence or 0)
+            after = max(after, self._sequences.get(record.group) or 0)
         self._numbered[record.group] = (epoch, after + 1)
-        return record.model_copy(update={"sequence": after + 1})
+        return after + 1
 
     def encoded(
         self, record: ConstraintsRecord
-    ) -> tuple[ConstraintsRecord, bytes, bytes, list[tuple[str, bytes]]]:
-        """``record`` numbered, and the key, value and headers it is written with."""
-        record = self._number(record)
+    ) -> tuple[int, bytes, bytes, list[tuple[str, bytes]]]:
+        """``record``'s sequence, and the key, value and headers it is written with."""
+        sequence = self._number(record)
         key, value = record.group.encode(), record.encode()
-        headers = [] if self._signer is None else self._signer.sign("constraints", key, value)
-        return record, key, value, headers
+        headers = [(SEQUENCE_HEADER, str(sequence).encode())]
+        if self._signer is not None:
+            headers = self._signer.sign("constraints", key, value, headers)
+        return sequence, key, value, headers
 
     async def save(self, record: ConstraintsRecord) -> None:
         """Numbered, then written and acknowledged by every in-sync replica before it is
         acted on."""
-        record, key, value, headers = self.encoded(record)
+        sequence, key, value, headers = self.encoded(record)
         if self._producer is None:
             producer = AIOKafkaProducer(
                 **client_options(self._cfg),
@@ -137,6 +152,7 @@ class ConstraintStore:
         topic = self._cfg.assignments.constraints_topic
         await self._producer.send_and_wait(topic, value, key=key, headers=headers)
         self._records[record.group] = record
+        self._sequences[record.group] = sequence
 
     async def stop(self) -> None:
         for client in (self._consumer, self._producer):

@@ -27,6 +27,7 @@ from controller.adapters.topics import (
 from controller.config import Config
 from controller.core.group import RejectedError
 from controller.core.views import group_view, reading
+from controller.errors import CredentialsError
 from controller.runtime.assignment_log import AssignmentLog
 from controller.runtime.constraint_store import ConstraintStore
 from controller.runtime.election import ShardElection
@@ -89,6 +90,7 @@ class Controller:
         self.replica = cfg.ha.replica_id or f"{socket.gethostname()}-{os.getpid()}"
         self.failed = asyncio.Event()
         self.failure = ""
+        self.failure_code = 1
         self._recorder = TraceRecorder(record) if record else None
         self.ownership = Ownership(
             cfg,
@@ -147,7 +149,12 @@ class Controller:
         sink = Sink(self._seen, self._gone, frozenset(g.name for g in cfg.groups))
         if cfg.membership.source == "mqtt":
             self._membership = MqttPresence(
-                cfg, sink, self.metrics, self.health, replica=self.replica
+                cfg,
+                sink,
+                self.metrics,
+                self.health,
+                replica=self.replica,
+                on_refused=lambda why: self._fail(why, CredentialsError.exit_code),
             )
         else:
             self._membership = KafkaHeartbeats(cfg, sink, self.metrics, self.health)
@@ -175,7 +182,10 @@ class Controller:
                 self._membership.connected,
                 max(cfg.startup.timeout - (time.monotonic() - began), 1.0),
                 "check mqtt.host, mqtt.port, mqtt.tls and that the broker runs",
+                given_up=self.failed,
             )
+            if self.failed.is_set():
+                raise CredentialsError(self.failure)
         # Last: spawned before the election's join, it delayed the join enough that the
         # first replica of three took every shard alone and the group took over a
         # minute to spread them (test_three_replicas_share_groups_...).
@@ -258,10 +268,13 @@ class Controller:
     def _show_ready(self) -> None:
         self.metrics.ready.set(1 if self.ready else 0)
 
-    def _fail(self, reason: str) -> None:
-        """Unrecoverable: log it and let ``run_daemon`` exit non-zero."""
+    def _fail(self, reason: str, code: int = 1) -> None:
+        """Unrecoverable: log it and let ``run_daemon`` exit with ``code``."""
+        if self.failed.is_set():
+            return
         log.error("fatal", reason=reason)
         self.failure = reason
+        self.failure_code = code
         self.failed.set()
 
     async def stop(self) -> None:

@@ -23,7 +23,7 @@ from aiokafka import AIOKafkaConsumer
 
 from controller import logs
 from controller.adapters.connection import client_options
-from controller.adapters.presence import MqttAuth
+from controller.adapters.presence import MqttAuth, login_refused
 from controller.config import Config, MqttSettings
 from controller.runtime.health import Health
 from controller.runtime.metrics import Metrics
@@ -86,9 +86,13 @@ class MqttPresence:
         resync: float = 2.0,
         *,
         replica: str = "",
+        on_refused: Callable[[str], None] | None = None,
     ) -> None:
         """``replica``: appended to ``mqtt.client_id``. A broker ends a session when
-        another connects with its client id: replicas sharing one would take turns."""
+        another connects with its client id: replicas sharing one would take turns.
+        ``on_refused``: told (and reading stops) when the broker refuses our login, which
+        no retry can change."""
+        self._on_refused = on_refused
         self._cfg = cfg
         self.identifier = f"{cfg.mqtt.client_id}-{replica}" if replica else cfg.mqtt.client_id
         self._sink = sink
@@ -136,6 +140,14 @@ class MqttPresence:
             except aiomqtt.MqttError as exc:
                 self._health.link("mqtt", False, str(exc))
                 self.connected.clear()
+                refused = login_refused(exc)
+                if refused is not None and self._on_refused is not None:
+                    self._on_refused(
+                        f"the MQTT broker at {m.host}:{m.port} refused the controller's login "
+                        f"({refused}): check mqtt.username, mqtt.password (or password_file) "
+                        "and mqtt.tls"
+                    )
+                    return
                 log.warning("mqtt_disconnected", error=str(exc), retry_in=backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)

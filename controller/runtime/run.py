@@ -71,5 +71,5 @@ async def run_daemon(cfg: Config, record: Path | None = None) -> int:
         await controller.stop()
         await runner.cleanup()
     if controller.failed.is_set():
-        return 1
+        return controller.failure_code
     return INTERRUPTED if signal.SIGINT in stopped_by else 0

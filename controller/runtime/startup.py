@@ -79,13 +79,23 @@ async def reach(
 
 
 async def wait_connected(
-    what: str, address: str, connected: asyncio.Event, timeout: float, hint: str
+    what: str,
+    address: str,
+    connected: asyncio.Event,
+    timeout: float,
+    hint: str,
+    *,
+    given_up: asyncio.Event | None = None,
 ) -> None:
-    """For a client that reconnects by itself (and logs each attempt): wait for it."""
+    """For a client that reconnects by itself (and logs each attempt): wait for it, or
+    until ``given_up`` is set (the client stopped trying: its caller says why)."""
+    waits = {asyncio.ensure_future(connected.wait())}
+    if given_up is not None:
+        waits.add(asyncio.ensure_future(given_up.wait()))
     try:
-        async with asyncio.timeout(max(timeout, 0.001)):
-            await connected.wait()
-    except TimeoutError:
-        raise UnreachableError(
-            f"cannot reach {what} at {address} within {timeout:g}s; {hint}"
-        ) from None
+        await asyncio.wait(waits, timeout=max(timeout, 0.001), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+    if not connected.is_set() and not (given_up is not None and given_up.is_set()):
+        raise UnreachableError(f"cannot reach {what} at {address} within {timeout:g}s; {hint}")

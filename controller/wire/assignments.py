@@ -103,13 +103,14 @@ def _parsed(
     if rec is not None and (rec.group != group or rec.member != member):
         raise DecodeError(source, "key disagrees with the record body")
     named = dict(headers)
-    generation = _int_header(named.get(GENERATION_HEADER), GENERATION_HEADER, source)
-    epoch = _int_header(named.get(EPOCH_HEADER), EPOCH_HEADER, source)
+    generation = int_header(named.get(GENERATION_HEADER), GENERATION_HEADER, source)
+    epoch = int_header(named.get(EPOCH_HEADER), EPOCH_HEADER, source)
     return LoggedRecord(group, member, rec, msg.partition, msg.offset, generation, epoch, signed_by)
 
 
-def _int_header(raw: object, name: str, source: str) -> int | None:
-    """A generation or epoch header (None if absent); one out of range spoils the record."""
+def int_header(raw: object, name: str, source: str) -> int | None:
+    """A counter header (generation, epoch, sequence; None if absent); one out of range
+    spoils the record (``DecodeError``)."""
     if raw is None:
         return None
     if not (isinstance(raw, bytes) and 0 < len(raw) <= 19 and raw.isdigit()):

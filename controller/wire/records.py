@@ -286,15 +286,12 @@ class ConstraintsRecord(_Record):
     """Value of key ``<group>`` on the compacted constraints topic: what operators set
     through the admin API (the config's constraints are not stored), acknowledged before
     the controller acts on it, read at every start and takeover. The record with the
-    highest ``(controller_epoch, sequence)`` counts: a deposed leader's late write loses to
-    its successor's, and a replayed record to the one that followed it."""
+    highest ``(controller_epoch, sequence)`` counts (the sequence is the record's
+    ``ballast-sequence`` header: ``constraints_newer``): a deposed leader's late write
+    loses to its successor's, and a replayed record to the one that followed it."""
 
     group: Name
     controller_epoch: NonNegative
-    #: Grows with every record one tenure writes (from 1), under the signature: a replay
-    #: of an earlier record of the same epoch never beats its successor. Absent on an
-    #: older controller's records (the later one wins a tie between two of those).
-    sequence: Annotated[int, Field(ge=1, le=MAX_COUNTER, strict=True)] | None = None
     constraints: ConstraintSet
     #: ``ballast pause``: the group publishes nothing until ``resume``.
     paused: bool = False
@@ -604,14 +601,23 @@ def json_schemas() -> dict[str, dict[str, Any]]:
     }
 
 
-def constraints_newer(record: ConstraintsRecord, held: ConstraintsRecord | None) -> bool:
-    """Whether ``record`` replaces ``held`` (the one rule of the constraints topic)."""
+#: Header of a constraints record: grows with every record one tenure writes (from 1),
+#: covered by the signature. A header, not a field, so that readers of older releases
+#: (strict about fields) still read the record.
+SEQUENCE_HEADER = "ballast-sequence"
+
+
+def constraints_newer(
+    record: ConstraintsRecord,
+    sequence: int | None,
+    held: ConstraintsRecord | None,
+    after: int | None,
+) -> bool:
+    """Whether ``record`` (with its ``sequence`` header) replaces ``held`` (with
+    ``after``): the one rule of the constraints topic. Records of a controller that
+    numbered none: the later one wins a tie, as it did."""
     if held is None:
         return True
-    if record.sequence is None and held.sequence is None:
-        # Two records of a controller that numbered none: the later one wins a tie.
+    if sequence is None and after is None:
         return record.controller_epoch >= held.controller_epoch
-    return (record.controller_epoch, record.sequence or 0) > (
-        held.controller_epoch,
-        held.sequence or 0,
-    )
+    return (record.controller_epoch, sequence or 0) > (held.controller_epoch, after or 0)

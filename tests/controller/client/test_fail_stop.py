@@ -10,72 +10,21 @@ controller gives to others once their revokes time out: the duplicates below."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
 
 import pytest
 
-from controller.client import PresenceOptions
 from controller.client.consumer import ManagedConsumer
-from controller.client.failure import FAIL_STOPS, MemberFailedError
+from controller.client.failure import FAIL_STOPS
 from controller.runtime.daemon import Controller
 from controller.tools import embedded
 from tests.brokers import make_config
-from tests.fleet_ledger import FleetLedger
+from tests.fleet_ledger import ManagedFleet
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat]
 
 TASKS = ("assignments", "presence", "watchdog")
-
-
-class Fleet(FleetLedger):
-    def __init__(
-        self, kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, group: str, topic: str
-    ) -> None:
-        super().__init__(kafka.address, topic)
-        self.kafka, self.mqtt, self.group = kafka, mqtt, group
-        self.members: dict[str, ManagedConsumer] = {}
-        self.loops: dict[str, asyncio.Task[None]] = {}
-        self.failed: dict[str, MemberFailedError] = {}
-
-    @property
-    def holders(self) -> dict[str, ManagedConsumer]:
-        return self.members
-
-    async def join(self, name: str) -> ManagedConsumer:
-        consumer = ManagedConsumer(
-            self.group,
-            name,
-            [self.topic],
-            bootstrap_servers=self.kafka.address,
-            presence=PresenceOptions(mqtt_port=self.mqtt.port, mqtt_keepalive=1),
-            auto_offset_reset="earliest",
-        )
-        await consumer.start()
-        self.members[name] = consumer
-        self.loops[name] = asyncio.create_task(self._consume(name, consumer))
-        return consumer
-
-    async def _consume(self, name: str, consumer: ManagedConsumer) -> None:
-        while True:
-            try:
-                batch = await consumer.getmany(timeout_ms=100)
-            except MemberFailedError as exc:
-                self.failed[name] = exc
-                return
-            for records in batch.values():
-                for r in records:
-                    self.processed[r.value] += 1
-            if batch:
-                await consumer.commit()
-
-    async def stop(self) -> None:
-        for loop in self.loops.values():
-            loop.cancel()
-        for consumer in self.members.values():
-            with contextlib.suppress(Exception):
-                await consumer.close()
 
 
 def _task(consumer: ManagedConsumer, name: str) -> asyncio.Task[None]:
@@ -95,7 +44,7 @@ async def test_a_member_whose_task_dies_releases_everything_and_nothing_is_read_
     cfg = make_config(kafka, mqtt, names[0], rebalance={"handoff_timeout": 4.0})
     ctl = Controller(cfg)
     await ctl.start()
-    fleet = Fleet(kafka, mqtt, names[0], topic)
+    fleet = ManagedFleet(kafka, mqtt, names[0], topic)
     before = FAIL_STOPS.labels(task)._value.get()
     try:
         victim = await fleet.join("a")

@@ -141,16 +141,21 @@ async def test_invalid_presence_is_counted_and_ignored(
                 group="other", member="x3", topics=[topic]
             ).encode(),
             f"ballast/{group}/members/x4": b"x" * (2 << 20),
-            f"ballast/{group}/members/good": Presence(
-                group=group, member="good", topics=[topic], partitions=[("nope", 1)]
-            ).encode(),
         }
+        # Well-formed, but claiming a partition no record grants: corrected (its record
+        # written again), counted apart from malformed input.
+        stray = Presence(group=group, member="good", topics=[topic], partitions=[("nope", 1)])
         async with aiomqtt.Client("127.0.0.1", mqtt.port) as c:
             for t, payload in bad_payloads.items():
                 await c.publish(t, payload, qos=1)
+            await c.publish(f"ballast/{group}/members/good", stray.encode(), qos=1)
         counter = ctl.metrics.invalid.labels("presence")
-        await fleet.wait_for(lambda: counter._value.get() >= len(bad_payloads))
+        corrected = ctl.metrics.stray_claims.labels(group)
+        await fleet.wait_for(
+            lambda: counter._value.get() >= len(bad_payloads) and corrected._value.get() >= 1
+        )
         assert counter._value.get() == len(bad_payloads)
+        assert corrected._value.get() == 1
         # Still serving: a new member joins and gets its share.
         await fleet.join("later", [topic])
         await fleet.wait_for(

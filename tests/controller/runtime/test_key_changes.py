@@ -60,7 +60,7 @@ def _fence(epoch: int, signer: Signer | None) -> Msg:
 
 def _read(log: list[Msg], signer: Signer) -> tuple[AssignmentView, list[str]]:
     """The log as a takeover with ``signer``'s key reads it (``AssignmentLog``)."""
-    view, refused = AssignmentView(), []
+    view, refused = AssignmentView(), list[str]()
     for offset, msg in enumerate(log):
         msg.offset = offset
         entry = log_entry(msg, refused.append, signer.verifier, view.count)
@@ -96,7 +96,7 @@ def test_without_the_rule_a_new_key_would_restart_the_count() -> None:
 
 def test_a_previous_key_still_grants_while_it_is_configured_and_is_named() -> None:
     both = NEW.verifier.with_keys([OLD.public_key])
-    view, refused = AssignmentView(), []
+    view, refused = AssignmentView(), list[str]()
     for msg in [_fence(4, OLD), *_plan(4, 31, OLD)]:
         entry = log_entry(msg, refused.append, both, view.count)
         if entry is not None:
@@ -114,7 +114,9 @@ class Store(ConstraintStore):
     def __init__(self, signer: Signer | None) -> None:
         cfg = Config.model_validate({"groups": [{"name": "g"}]})
         self.invalid: list[str] = []
-        super().__init__(cfg, self.invalid.append, signer, signer and signer.verifier)
+        super().__init__(
+            cfg, self.invalid.append, signer, None if signer is None else signer.verifier
+        )
 
     def take(self, msgs: Sequence[Msg]) -> ConstraintsRecord | None:
         for msg in msgs:
@@ -139,9 +141,10 @@ class Tenure:
             drained=drained,
             issued_at=1.0,
         )
-        numbered, key, value, headers = self.store.encoded(record)
+        sequence, key, value, headers = self.store.encoded(record)
         self.written.append(Msg(key, value, headers, topic="ballast.constraints"))
-        self.store._records["g"] = numbered  # what save() keeps once the write is acknowledged
+        # What save() keeps once the write is acknowledged.
+        self.store._records["g"], self.store._sequences["g"] = record, sequence
 
 
 def _history(seed: int, signer: Signer | None) -> list[Msg]:
@@ -195,6 +198,17 @@ def test_the_drain_undrain_replay_of_the_issue() -> None:
     assert store.take([]).drained == []  # type: ignore[union-attr]
     assert len(store.invalid) == 1
     assert "epoch 1 sequence 1 is not newer" in store.invalid[0]
+
+
+def test_older_readers_still_read_a_numbered_record() -> None:
+    """The sequence is a header, not a field: a reader of an older release (strict about
+    fields) does not skip the record as poison during a rolling upgrade."""
+    tenure = Tenure(Store(None), 1)
+    tenure.write(["w2"], False)
+    (msg,) = tenure.written
+    assert msg.value is not None
+    assert ConstraintsRecord.model_validate_json(msg.value).drained == ["w2"]
+    assert dict(msg.headers)["ballast-sequence"] == b"1"
 
 
 def test_records_of_an_older_controller_keep_the_later_one_at_a_tie() -> None:

@@ -9,15 +9,12 @@ whole history (both tenures) exclusive."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from controller.client import PresenceOptions
 from controller.client.consumer import ManagedConsumer
-from controller.client.failure import MemberFailedError
 from controller.config import Config
 from controller.core.views import member_state
 from controller.runtime.daemon import Controller
@@ -25,57 +22,24 @@ from controller.tools import embedded
 from controller.tools.audit import run_audit
 from controller.wire.signing import Verifier, generate
 from tests.brokers import make_config
-from tests.fleet_ledger import FleetLedger
+from tests.fleet_ledger import ManagedFleet
 
 pytestmark = pytest.mark.integration
 
 
-class Fleet(FleetLedger):
-    """Members that verify with the keys each was given, processing and committing, with
-    the overlap of their holdings sampled every 20 ms."""
+class Fleet(ManagedFleet):
+    """Members verifying with the keys each was given, under traffic, the overlap of
+    their holdings sampled every 20 ms."""
 
     def __init__(
         self, kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, group: str, topic: str
     ) -> None:
-        super().__init__(kafka.address, topic)
-        self.kafka, self.mqtt, self.group = kafka, mqtt, group
-        self.members: dict[str, ManagedConsumer] = {}
-        self.loops: dict[str, asyncio.Task[None]] = {}
+        super().__init__(kafka, mqtt, group, topic)
         self.overlaps: list[str] = []
         self._tasks: list[asyncio.Task[None]] = []
 
-    @property
-    def holders(self) -> dict[str, ManagedConsumer]:
-        return self.members
-
-    async def join(self, name: str, keys: Sequence[Path] | None) -> ManagedConsumer:
-        consumer = ManagedConsumer(
-            self.group,
-            name,
-            [self.topic],
-            bootstrap_servers=self.kafka.address,
-            presence=PresenceOptions(mqtt_port=self.mqtt.port, mqtt_keepalive=1),
-            auto_offset_reset="earliest",
-            verify_key=list(keys) if keys else None,
-        )
-        await consumer.start()
-        self.members[name] = consumer
-        self.loops[name] = asyncio.create_task(self._consume(consumer))
-        return consumer
-
-    async def leave(self, name: str) -> None:
-        self.loops.pop(name).cancel()
-        await self.members.pop(name).close()
-
-    async def _consume(self, consumer: ManagedConsumer) -> None:
-        with contextlib.suppress(MemberFailedError):
-            while True:
-                batch = await consumer.getmany(timeout_ms=100)
-                for records in batch.values():
-                    for r in records:
-                        self.processed[r.value] += 1
-                if batch:
-                    await consumer.commit()
+    async def join_with(self, name: str, keys: Sequence[Path] | None) -> ManagedConsumer:
+        return await self.join(name, verify_key=list(keys) if keys else None)
 
     def start_traffic(self) -> None:
         async def feed() -> None:
@@ -103,9 +67,7 @@ class Fleet(FleetLedger):
 
     async def stop(self) -> None:
         await self.stop_traffic()
-        for name in list(self.members):
-            with contextlib.suppress(Exception):
-                await self.leave(name)
+        await super().stop()
 
 
 async def _switch(ctl: Controller, cfg: Config, group: str) -> tuple[Controller, int, int]:
@@ -158,9 +120,9 @@ async def test_turning_signing_on_under_traffic_reads_nothing_twice(  # noqa: PL
     await ctl.start()
     fleet = Fleet(kafka, mqtt, group, topic)
     try:
-        await fleet.join("w1", None)  # the old setting: verifies nothing
-        await fleet.join("w2", None)
-        w3 = await fleet.join("w3", [public])  # the new setting, early
+        await fleet.join_with("w1", None)  # the old setting: verifies nothing
+        await fleet.join_with("w2", None)
+        w3 = await fleet.join_with("w3", [public])  # the new setting, early
         await fleet.held_by(["w1", "w2"])
         fleet.start_traffic()
         await _until(lambda: member_state(ctl.groups[group], "w3") == "cannot-verify", "w3", 10)
@@ -210,9 +172,9 @@ async def test_replacing_the_key_under_traffic_reads_nothing_twice(
     await ctl.start()
     fleet = Fleet(kafka, mqtt, group, topic)
     try:
-        w1 = await fleet.join("w1", [public1])
-        await fleet.join("w2", [public1, public2])
-        await fleet.join("w3", [public2])
+        w1 = await fleet.join_with("w1", [public1])
+        await fleet.join_with("w2", [public1, public2])
+        await fleet.join_with("w3", [public2])
         await fleet.held_by(["w1", "w2"])
         fleet.start_traffic()
         held = w1.assignment
@@ -228,7 +190,7 @@ async def test_replacing_the_key_under_traffic_reads_nothing_twice(
         assert led.state.behind_key() == 1  # w1
 
         await fleet.leave("w1")  # restarted with both keys
-        await fleet.join("w1", [public1, public2])
+        await fleet.join_with("w1", [public1, public2])
         await fleet.held_by(["w1", "w2", "w3"], timeout=60)
         await _until(lambda: led.state.behind_key() == 0, "every member on the new key", 30)
         await fleet.stop_traffic()
