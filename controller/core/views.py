@@ -197,6 +197,8 @@ def group_view(g: LedGroup, partitions: bool = False, reset: str = "latest") -> 
             "max_partitions": g.state.constraints.max_partitions.get(member),
             "pinned": pinned.get(member, 0),
             "capacity": engine.capacity_of(member) or (p.capacity if p and p.capacity else 1.0),
+            # The ids of the keys it verifies its grants with (null: it verifies nothing).
+            "verify_keys": None if p is None or p.verify_keys is None else list(p.verify_keys),
         }
     counts = [len(v) for v in granted.values()]
     unassigned = g.state.unread()

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from controller.core.group import GroupState
 from controller.core.rebalance import GroupTuning
-from controller.core.views import group_summary, member_state
+from controller.core.views import group_summary, group_view, member_state
 from controller.runtime.replica_state import ManagedGroup
 from tests.controller.core.test_group_state import settled
 
@@ -49,3 +49,18 @@ def test_member_states_follow_a_handoff_step_by_step() -> None:
     assert member_state(g, "b") == "leave-grace"
     assert sim.group.drain("c", sim.now)
     assert member_state(g, "c") == "drained"
+
+
+def test_describe_shows_which_members_verify_and_with_which_keys() -> None:
+    """The production checklist's check that every member verifies its grants."""
+    sim = settled(7, "a", "b")
+    sim.consumers["a"].keys = ["0123456789abcdef"]
+    sim.group.on_presence(sim.consumers["a"].presence(), sim.now)
+    g = ManagedGroup("g", sim.group, 1)
+    members = group_view(g)["members"]
+    assert isinstance(members, dict)
+    assert (members["a"]["verify_keys"], members["b"]["verify_keys"]) == (
+        ["0123456789abcdef"],
+        None,
+    )
+    assert member_state(g, "a") == "cannot-verify"  # the group signs with no key
