@@ -39,6 +39,8 @@ KEY_ID_HEADER = "ballast-key-id"
 #: What a signature vouches for: the topic's role, so a record cannot change topics.
 Domain = Literal["assignments", "constraints"]
 Header = tuple[str, bytes]
+#: A header as it arrives from a broker: Kafka allows one without a value.
+RawHeader = tuple[str, bytes | None]
 
 _LEN = struct.Struct(">I")
 _TOMBSTONE = b"\x00"
@@ -140,15 +142,20 @@ class Verifier:
         return Verifier([*self._keys.values(), *public_keys], unsigned_ok=unsigned_ok)
 
     def problem(
-        self, domain: Domain, key: bytes, value: bytes | None, headers: Sequence[Header]
+        self, domain: Domain, key: bytes, value: bytes | None, headers: Sequence[RawHeader]
     ) -> str | None:
         """None when the record counts, else what is wrong with it."""
         return self.check(domain, key, value, headers).problem
 
     def check(
-        self, domain: Domain, key: bytes, value: bytes | None, headers: Sequence[Header]
+        self, domain: Domain, key: bytes, value: bytes | None, raw_headers: Sequence[RawHeader]
     ) -> Checked:
-        """Which accepted key signed the record, or why it does not count."""
+        """Which accepted key signed the record, or why it does not count. Headers come
+        from any producer: a null value (Kafka allows one) is a reason, not a crash."""
+        headers = [(name, raw) for name, raw in raw_headers if isinstance(raw, bytes)]
+        if len(headers) != len(raw_headers):
+            empty = next(name for name, raw in raw_headers if not isinstance(raw, bytes))
+            return Checked(None, f"header {str(empty)[:40]!r} has no value")
         signatures = [raw for name, raw in headers if name == SIGNATURE_HEADER]
         if not signatures:
             if self.unsigned_ok:
