@@ -430,6 +430,16 @@ class HttpSettings(_Section):
     host: str = "127.0.0.1"
     #: Its port (0: any free port).
     port: Annotated[int, Field(ge=0, le=65_535)] = 8080
+    #: A port of their own for ``/metrics``, ``/healthz`` and ``/readyz`` (0: any free
+    #: port), so a NetworkPolicy can open them to Prometheus without opening the API.
+    #: Unset: they are served on ``port`` only.
+    metrics_port: Annotated[int, Field(ge=0, le=65_535)] | None = None
+    #: Connections each listener holds at most; at the cap the one idle longest is closed
+    #: for the new one (the process's file descriptors stay bounded whoever connects).
+    max_connections: Annotated[int, Field(ge=1, le=65_536)] = 512
+    #: A connection that has not sent a whole request (headers, or a body) within this
+    #: time since it opened or since its last answer is closed.
+    idle_timeout: PositiveDuration = 15.0
     #: Bearer token for the mutating endpoints (pause, resume, rebalance, drain). Unset:
     #: they answer 403 and the API is read-only.
     admin_token: SecretStr | None = None
@@ -438,6 +448,8 @@ class HttpSettings(_Section):
 
     @model_validator(mode="after")
     def _token(self) -> HttpSettings:
+        if self.metrics_port is not None and self.metrics_port == self.port != 0:
+            raise ValueError("metrics_port must differ from port (unset it to share one)")
         for name, secret in _secret_from_files(self, "admin_token").items():
             object.__setattr__(self, name, secret)
         token = self.admin_token.get_secret_value() if self.admin_token else None
@@ -456,6 +468,9 @@ class KedaSettings(_Section):
     host: str = "127.0.0.1"
     #: Its port (0: any free port).
     port: Annotated[int, Field(ge=0, le=65_535)] = 6000
+    #: StreamIsActive streams open at once at most (KEDA keeps one per ScaledObject);
+    #: more are answered RESOURCE_EXHAUSTED.
+    max_streams: Annotated[int, Field(ge=1, le=100_000)] = 1_000
 
 
 class SigningSettings(_Section):

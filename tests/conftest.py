@@ -20,6 +20,16 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture(scope="session")
+def example_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """What config/ballast.yaml needs to load here: its signing key (the example points
+    at a pod's Secret mount) generated for the run."""
+    from controller.wire.signing import generate  # noqa: PLC0415
+
+    private, _ = generate(tmp_path_factory.mktemp("example-key"))
+    return {"BALLAST_SIGNING__PRIVATE_KEY_FILE": str(private)}
+
+
+@pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     pytest.importorskip("pyspark", reason="the pipeline extra is not installed")
     from pipeline.session import session  # noqa: PLC0415 (Spark only for suites that use it)

@@ -11,8 +11,11 @@ import asyncio
 import hmac
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import cast
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
@@ -20,15 +23,23 @@ from controller import logs
 from controller.core.constraint_check import left_unread, unknown_names
 from controller.core.group import effective_constraints
 from controller.core.views import constraints_view, group_summary
+from controller.errors import InputError
 from controller.runtime import faultpoints
+from controller.runtime.connection_guard import ConnectionGuard
 from controller.runtime.daemon import Controller
 from controller.runtime.replica_state import ManagedGroup
 from controller.wire.records import ConstraintPatch, ConstraintSet, ConstraintsRecord, problems
 
 log = logs.get("ballast.http")
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-def build_app(controller: Controller) -> web.Application:
+
+def build_app(
+    controller: Controller, api: bool = True, guard: ConnectionGuard | None = None
+) -> web.Application:
+    """Metrics and probes, and with ``api`` the JSON views and operator actions."""
+
     async def metrics(_: web.Request) -> web.Response:
         body = generate_latest(controller.metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -109,11 +120,13 @@ def build_app(controller: Controller) -> web.Application:
 
         return handle
 
-    app = web.Application()
+    app = web.Application(middlewares=[] if guard is None else [_idle_clock(guard)])
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/v1/health", health)
+    if not api:
+        return app
     app.router.add_get("/v1/groups", groups)
     app.router.add_get("/v1/groups/{group}", group)
     app.router.add_get("/v1/leadership", leadership)
@@ -158,7 +171,12 @@ async def _change_constraints(controller: Controller, request: web.Request) -> w
     counter = controller.metrics.admin_requests
     group = request.match_info["group"]
     try:
-        patch = ConstraintPatch.model_validate_json(await request.read())
+        async with asyncio.timeout(controller.cfg.http.idle_timeout):
+            body = await request.read()
+        patch = ConstraintPatch.model_validate_json(body)
+    except TimeoutError:
+        counter.labels("constraints", "invalid").inc()
+        return web.json_response({"error": "request body: not sent in time"}, status=408)
     except ValidationError as exc:
         counter.labels("constraints", "invalid").inc()
         return web.json_response({"error": f"request body: {problems(exc)}"}, status=400)
@@ -316,16 +334,85 @@ async def _save(
     return None
 
 
-async def serve(controller: Controller, host: str, port: int) -> web.AppRunner:
-    runner = web.AppRunner(build_app(controller), access_log=None)
+def _idle_clock(guard: ConnectionGuard) -> Middleware:
+    """Stops the connection's idle clock while a request is handled."""
+
+    @web.middleware
+    async def clock(request: web.Request, handler: Handler) -> web.StreamResponse:
+        guard.busy(request.transport)
+        try:
+            return await handler(request)
+        finally:
+            guard.rested(request.transport)
+
+    return clock
+
+
+@dataclass
+class HttpServer:
+    """The listeners: the API's (with metrics and probes unless they have a port of their
+    own) and, with ``http.metrics_port``, the metrics and probes one."""
+
+    port: int
+    metrics_port: int | None
+    _runners: list[web.AppRunner]
+    _servers: list[asyncio.Server]
+
+    async def cleanup(self) -> None:
+        for server in self._servers:
+            server.close()
+        for runner in self._runners:
+            await runner.cleanup()
+        for server in self._servers:
+            await server.wait_closed()
+
+
+async def serve(controller: Controller, host: str, port: int) -> HttpServer:
+    """Listen on ``port`` (and ``http.metrics_port``); ``InputError`` naming the setting
+    when one cannot be had."""
+    listeners = [("api", port)]
+    if controller.cfg.http.metrics_port is not None:
+        listeners.append(("metrics", controller.cfg.http.metrics_port))
+    runners: list[web.AppRunner] = []
+    servers: list[asyncio.Server] = []
+    try:
+        for name, wanted in listeners:
+            runner, server = await _listen(controller, name, host, wanted)
+            runners.append(runner)
+            servers.append(server)
+    except BaseException:
+        await HttpServer(0, None, runners, servers).cleanup()
+        raise
+    bound = [int(s.sockets[0].getsockname()[1]) for s in servers]
+    return HttpServer(bound[0], bound[1] if len(bound) > 1 else None, runners, servers)
+
+
+async def _listen(
+    controller: Controller, name: str, host: str, port: int
+) -> tuple[web.AppRunner, asyncio.Server]:
+    settings = controller.cfg.http
+    runner: web.AppRunner | None = None
+    guard = ConnectionGuard(
+        lambda: _protocol(runner),
+        settings.max_connections,
+        settings.idle_timeout,
+        controller.metrics.http_closing(name),
+    )
+    controller.metrics.http_connections.labels(name).set_function(guard.count)
+    app = build_app(controller, api=name == "api", guard=guard)
+    runner = web.AppRunner(app, access_log=None, keepalive_timeout=settings.idle_timeout)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    return runner
+    try:
+        server = await asyncio.get_running_loop().create_server(guard, host, port)
+    except OSError as exc:  # the port is taken, or the address is not this host's
+        await runner.cleanup()
+        setting = "http.port" if name == "api" else "http.metrics_port"
+        raise InputError(f"{setting}: cannot listen on {host}:{port}: {exc.strerror}") from exc
+    return runner, server
 
 
-def bound_port(runner: web.AppRunner) -> int:
-    """The port actually bound (useful with port 0)."""
-    for addr in runner.addresses:
-        return int(addr[1])
-    raise RuntimeError("HTTP server is not listening")
+def _protocol(runner: web.AppRunner | None) -> asyncio.Protocol:
+    server = None if runner is None else runner.server
+    if server is None:
+        raise RuntimeError("the HTTP runner is not set up")
+    return cast(asyncio.Protocol, server())

@@ -27,6 +27,7 @@ from controller.errors import InputError
 from controller.runtime.membership import invalid_input
 from controller.runtime.metrics import Metrics
 from controller.runtime.replica_state import ManagedGroup, ReplicaState
+from controller.tasks import cancel_and_wait
 from controller.wire.keda import (
     KedaDecodeError,
     MetricSpec,
@@ -43,8 +44,16 @@ log = logs.get("ballast.keda")
 
 SERVICE = "externalscaler.ExternalScaler"
 METRIC = "ballast-desired-members"
-#: How often a StreamIsActive stream looks for a change (s).
+#: How often the scaler looks for a change that its StreamIsActive streams should hear (s).
 STREAM_CHECK = 1.0
+#: gRPC's own bounds on a connection: the time it gets for its HTTP/2 handshake (a socket
+#: that never sends one is closed after it), and how long it may carry no call (KEDA
+#: polls IsActive every 30 s by default and keeps its connection). No cap on their
+#: number: gRPC refuses new connections at one, KEDA's own included.
+GRPC_OPTIONS = (
+    ("grpc.server_handshake_timeout_ms", 10_000),
+    ("grpc.max_connection_idle_ms", 300_000),
+)
 
 R = TypeVar("R")
 
@@ -56,7 +65,13 @@ class KedaScaler:
         self._metrics = metrics
         self._autoscaled = {g.name for g in cfg.groups if g.autoscale is not None}
         self._server: Any = None
+        self._watch: asyncio.Task[None] | None = None
+        #: Set (and replaced) when any autoscaled group's activity or leader changes: one
+        #: look per group per STREAM_CHECK, however many streams listen.
+        self._changed = asyncio.Event()
+        self._streams = 0
         self.port = 0
+        metrics.keda_streams.set_function(lambda: self._streams)
 
     async def start(self) -> None:
         """Listen; ``OSError`` when the port cannot be had."""
@@ -79,7 +94,7 @@ class KedaScaler:
                 "GetMetrics": grpc.unary_unary_rpc_method_handler(self._get_metrics, **raw),
             },
         )
-        server = grpc.aio.server()
+        server = grpc.aio.server(options=GRPC_OPTIONS)
         server.add_generic_rpc_handlers((handler,))
         where = f"{self._cfg.keda.host}:{self._cfg.keda.port}"
         try:
@@ -90,9 +105,13 @@ class KedaScaler:
             raise OSError(f"keda.port: cannot listen on {where}")
         await server.start()
         self._server = server
+        self._watch = asyncio.create_task(self._watch_activity(), name="keda-activity")
         log.info("keda_scaler_listening", host=self._cfg.keda.host, port=self.port)
 
     async def stop(self) -> None:
+        if self._watch is not None:
+            await cancel_and_wait(self._watch)
+            self._watch = None
         if self._server is not None:
             await self._server.stop(grace=1.0)
             self._server = None
@@ -105,14 +124,39 @@ class KedaScaler:
 
     async def _stream_is_active(self, request: bytes, context: Any) -> AsyncIterator[bytes]:
         ref = await self._read(read_scaled_object_ref, request, context)
-        last: bool | None = None
+        if self._streams >= self._cfg.keda.max_streams:
+            log.warning("keda_streams_refused", streams=self._streams)
+            await self._refuse(
+                context,
+                "RESOURCE_EXHAUSTED",
+                f"keda: {self._streams} StreamIsActive streams are open (keda.max_streams)",
+            )
+        self._streams += 1
+        try:
+            last: bool | None = None
+            while True:
+                changed = self._changed
+                now = _active(await self._led(ref, context))
+                if now != last:
+                    yield is_active_response(now)
+                    last = now
+                await changed.wait()
+        finally:
+            self._streams -= 1
+
+    async def _watch_activity(self) -> None:
+        seen: dict[str, bool | None] = {}
         while True:
-            g = await self._led(ref, context)
-            now = _active(g)
-            if now != last:
-                yield is_active_response(now)
-                last = now
+            now = {name: self._activity(name) for name in sorted(self._autoscaled)}
+            if now != seen:
+                seen = now
+                self._changed.set()
+                self._changed = asyncio.Event()
             await asyncio.sleep(STREAM_CHECK)
+
+    def _activity(self, name: str) -> bool | None:
+        g = self._state.groups.get(name)
+        return None if g is None else _active(g)
 
     async def _get_metric_spec(self, request: bytes, context: Any) -> bytes:
         await self._group(read_scaled_object_ref, request, context)

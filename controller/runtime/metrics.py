@@ -312,6 +312,26 @@ class Metrics:
         self.ready = Gauge(
             "ballast_ready", "1 while recovered and every required connection answers.", registry=r
         )
+        self.http_connections = Gauge(
+            "ballast_http_connections",
+            "Connections the HTTP listener holds (api, metrics); at http.max_connections "
+            "the one idle longest is closed for a new one.",
+            ["listener"],
+            registry=r,
+        )
+        self.http_connections_closed = Counter(
+            "ballast_http_connections_closed_total",
+            "Connections the HTTP server closed itself, by listener and reason (idle: no "
+            "complete request within http.idle_timeout; evicted: the oldest idle one, for a "
+            "new connection at the cap; refused: at the cap with every connection busy).",
+            ["listener", "reason"],
+            registry=r,
+        )
+        self.keda_streams = Gauge(
+            "ballast_keda_streams",
+            "StreamIsActive streams the KEDA scaler serves now (keda.max_streams at most).",
+            registry=r,
+        )
         self.publish_errors = Counter(
             "ballast_publish_errors_total",
             "Failed attempts to publish assignment records.",
@@ -335,6 +355,11 @@ class Metrics:
             counter.labels(group)
         for reason in MOVE_REASONS:
             self.moved.labels(group, reason)
+
+    def http_closing(self, listener: str) -> Callable[[str], None]:
+        """What a listener's guard calls for each connection it closes."""
+        closed = self.http_connections_closed
+        return lambda reason: closed.labels(listener, reason).inc()
 
 
 def _task_count() -> float:

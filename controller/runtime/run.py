@@ -11,7 +11,7 @@ from controller.config import Config
 from controller.errors import INTERRUPTED, BallastError, InputError
 from controller.runtime import collector_policy
 from controller.runtime.daemon import Controller
-from controller.runtime.http import bound_port, serve
+from controller.runtime.http import serve
 from controller.runtime.keda_scaler import KedaScaler
 from controller.tasks import cancel_and_wait
 
@@ -34,12 +34,13 @@ async def run_daemon(cfg: Config, record: Path | None = None) -> int:
         loop.add_signal_handler(sig, on_signal, sig)
     try:
         runner = await serve(controller, cfg.http.host, cfg.http.port)
-    except OSError as exc:  # the port is taken, or the address is not this host's
+    except InputError as exc:  # a port is taken, or the address is not this host's
         await controller.stop()  # closes the clients it made, never started
-        where = f"{cfg.http.host}:{cfg.http.port}"
-        log.error("startup_failed", error=f"http.port: cannot listen on {where}: {exc.strerror}")
+        log.error("startup_failed", error=str(exc))
         return InputError.exit_code
-    log.info("http_listening", host=cfg.http.host, port=bound_port(runner))
+    log.info(
+        "http_listening", host=cfg.http.host, port=runner.port, metrics_port=runner.metrics_port
+    )
     scaler = KedaScaler(cfg, controller.state, controller.metrics) if cfg.keda.enabled else None
     try:
         if scaler is not None:

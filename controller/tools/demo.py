@@ -35,7 +35,7 @@ from controller.client import ManagedConsumer, PresenceOptions
 from controller.client.sync_binding import SyncBinding
 from controller.config import Config
 from controller.runtime.daemon import Controller
-from controller.runtime.http import bound_port, serve
+from controller.runtime.http import serve
 from controller.tasks import cancel_and_wait
 from controller.tools import apache_kafka, embedded, worker
 from controller.tools.worker import Client
@@ -340,7 +340,7 @@ async def run_demo(
         events = [
             f"brokers: kafka {kafka.address} ({apache_kafka.NAMES[broker]}), "
             f"mqtt {mqtt.address} (amqtt); members on {client}",
-            f"metrics: http://127.0.0.1:{bound_port(runner)}/metrics",
+            f"metrics: http://127.0.0.1:{runner.port}/metrics",
         ]
         load: asyncio.Task[None] | None = None
 

@@ -96,6 +96,20 @@ def tansu_binary() -> Path:
     return path
 
 
+def end_process(
+    proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 10.0
+) -> None:
+    """Signal a child and wait for it; SIGKILL when it outlives ``timeout``."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @dataclass
 class BrokerProcess:
     """A broker we started; ``stop()`` (or the context manager) always ends it."""
@@ -164,14 +178,8 @@ class BrokerProcess:
             return line in log.read()
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(sig)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc is not None:
+            end_process(self.proc, sig, timeout)
 
     def kill(self) -> None:
         self.stop(signal.SIGKILL)

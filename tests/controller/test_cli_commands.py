@@ -106,8 +106,8 @@ def test_schema_is_json() -> None:
     assert "presence" in json.loads(result.stdout)
 
 
-def test_assign_and_check_config() -> None:
-    assert run("check-config", "config/ballast.yaml").returncode == 0
+def test_assign_and_check_config(example_env: dict[str, str]) -> None:
+    assert run("check-config", "config/ballast.yaml", env=example_env).returncode == 0
     result = run(
         "assign", "--strategy", "lagsticky", "--scenario", "config/examples/skewed-fleet.json"
     )
@@ -136,8 +136,9 @@ def test_bad_config_is_one_line_naming_its_source(tmp_path: Path) -> None:
     assert "cannot read" in missing.stderr
 
 
-def _unreachable_env(timeout: str) -> dict[str, str]:
+def _unreachable_env(timeout: str, example_env: dict[str, str]) -> dict[str, str]:
     return {
+        **example_env,
         "BALLAST_KAFKA__BOOTSTRAP_SERVERS": f"127.0.0.1:{embedded.free_port()}",
         "BALLAST_STARTUP__TIMEOUT": timeout,
         "BALLAST_HTTP__PORT": "0",
@@ -145,8 +146,11 @@ def _unreachable_env(timeout: str) -> dict[str, str]:
     }
 
 
-def test_run_without_a_broker_retries_then_exits_with_one_line() -> None:
-    result = run("run", "--config", "config/ballast.yaml", env=_unreachable_env("2s"))
+def test_run_without_a_broker_retries_then_exits_with_one_line(
+    example_env: dict[str, str],
+) -> None:
+    env = _unreachable_env("2s", example_env)
+    result = run("run", "--config", "config/ballast.yaml", env=env)
     assert result.returncode == 3
     events = [json.loads(line) for line in result.stderr.splitlines()]  # JSON only
     attempts = [e for e in events if e["event"] == "broker_unreachable"]
@@ -159,9 +163,11 @@ def test_run_without_a_broker_retries_then_exits_with_one_line() -> None:
     assert not [e for e in events if e.get("logger") == "aiokafka"]
 
 
-def test_run_is_alive_not_ready_while_waiting_and_ctrl_c_exits_130(tmp_path: Path) -> None:
+def test_run_is_alive_not_ready_while_waiting_and_ctrl_c_exits_130(
+    tmp_path: Path, example_env: dict[str, str]
+) -> None:
     port = embedded.free_port()
-    env = {**os.environ, **_unreachable_env("5m"), "BALLAST_HTTP__PORT": str(port)}
+    env = {**os.environ, **_unreachable_env("5m", example_env), "BALLAST_HTTP__PORT": str(port)}
     proc = subprocess.Popen(
         [BIN, "run", "--config", "config/ballast.yaml"],
         cwd=ROOT,

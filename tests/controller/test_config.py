@@ -13,17 +13,21 @@ from controller.errors import InputError
 EXAMPLE = Path(__file__).parents[2] / "config" / "ballast.yaml"
 
 
-def test_example_config_is_valid_and_documented_defaults_hold() -> None:
-    cfg = load_config(EXAMPLE, environ={})
+def test_example_config_is_valid_and_documented_defaults_hold(
+    example_env: dict[str, str],
+) -> None:
+    cfg = load_config(EXAMPLE, environ=example_env)
+    assert cfg.signing.verifier() is not None  # the example signs
     assert cfg.groups[0].name == "orders-fleet"
     assert cfg.rebalance.delay == 1.0
     assert cfg.membership.source == "mqtt"
 
 
-def test_environment_overrides_and_durations() -> None:
+def test_environment_overrides_and_durations(example_env: dict[str, str]) -> None:
     cfg = load_config(
         EXAMPLE,
         environ={
+            **example_env,
             "BALLAST_KAFKA__BOOTSTRAP_SERVERS": "broker:9093",
             "BALLAST_REBALANCE__DELAY": "250ms",
             "BALLAST_REBALANCE__LEAVE_GRACE": "2m",
@@ -137,7 +141,14 @@ def test_bad_configs_name_the_key(
     assert (str(path) in str(err.value)) == (not env)
 
 
-def test_check_config_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_config_cli(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    example_env: dict[str, str],
+) -> None:
+    for name, value in example_env.items():
+        monkeypatch.setenv(name, value)
     assert main(["check-config", str(EXAMPLE)]) == 0
     assert "OK" in capsys.readouterr().out
     bad = tmp_path / "bad.yaml"
@@ -201,7 +212,9 @@ def test_security_ha_and_pipeline_settings_are_validated(
         load_config(path, environ={})
 
 
-def test_an_override_with_one_underscore_is_named_not_ignored() -> None:
+def test_an_override_with_one_underscore_is_named_not_ignored(
+    example_env: dict[str, str],
+) -> None:
     """``BALLAST_HTTP_PORT`` (one underscore) set nothing and passed silently: it is
     named with the spelling that works. The operator commands' own names are not."""
     environ = {
@@ -220,7 +233,8 @@ def test_an_override_with_one_underscore_is_named_not_ignored() -> None:
     assert applied_overrides(environ) == [
         "BALLAST_KAFKA__BOOTSTRAP_SERVERS (kafka.bootstrap_servers)"
     ]
-    assert load_config(EXAMPLE, environ=environ).kafka.bootstrap_servers == "b:9092"
+    loaded = load_config(EXAMPLE, environ={**environ, **example_env})
+    assert loaded.kafka.bootstrap_servers == "b:9092"
 
 
 @pytest.mark.parametrize(

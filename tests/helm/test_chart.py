@@ -3,6 +3,7 @@ schemas, and reject bad values. helm comes from scripts/install-tools."""
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import shutil
@@ -23,7 +24,7 @@ HELM = ROOT / ".tools" / "bin" / "helm"
 K8S_VERSION = "1.31"
 GOOD = [
     None, "servicemonitor.yaml", "full.yaml", "ha.yaml", "lag-job.yaml", "runbooks.yaml",
-    "keda.yaml", "keda-ha.yaml",
+    "keda.yaml", "keda-ha.yaml", "unsigned.yaml",
 ]  # fmt: skip
 BAD = {
     "bad-replicas.yaml": "replicaCount",
@@ -49,7 +50,10 @@ def helm(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def values_args(name: str | None) -> list[str]:
-    return [] if name is None else ["-f", str(VALUES / name)]
+    """The values file over ``signed.yaml`` (a signing Secret: the chart's defaults alone
+    are refused, test_the_defaults_refuse_to_install_unsigned)."""
+    signed = ["-f", str(VALUES / "signed.yaml")]
+    return signed if name is None else [*signed, "-f", str(VALUES / name)]
 
 
 def render(name: str | None) -> list[dict[str, Any]]:
@@ -100,7 +104,7 @@ def test_rendered_config_is_a_valid_daemon_config(name: str | None, tmp_path: Pa
 
 
 def test_the_signing_key_is_mounted_from_its_secret_when_set() -> None:
-    assert "BALLAST_SIGNING" not in str(render(None))
+    assert "BALLAST_SIGNING" not in str(render("unsigned.yaml"))
     pod = next(d for d in render("full.yaml") if d["kind"] == "Deployment")["spec"]["template"]
     container = pod["spec"]["containers"][0]
     env = {e["name"]: e.get("value") for e in container["env"]}
@@ -111,6 +115,74 @@ def test_the_signing_key_is_mounted_from_its_secret_when_set() -> None:
     volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "signing")
     assert volume["secret"]["secretName"] == "ballast-signing"
     assert volume["secret"]["items"] == [{"key": "signing.key", "path": "signing.key"}]
+
+
+def test_the_defaults_refuse_to_install_unsigned() -> None:
+    """Secure by default: no signing Secret is an install error naming the value to set
+    (and the way out, named as unsigned operation), not a chart that forges can beat."""
+    result = helm("template", "rel", str(CHART))  # what install renders (lint only notes it)
+    assert result.returncode != 0
+    assert "signing.secretName is not set" in result.stderr
+    assert "config.signing.required=false" in result.stderr
+
+
+def _secrets(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == "Secret"}
+
+
+def test_credentials_not_given_are_generated_and_kept() -> None:
+    """The MQTT password and the admin token: generated on install when no Secret is
+    named (kept across upgrades and uninstalls), mounted and read from there."""
+    docs = render(None)
+    secrets = _secrets(docs)
+    assert set(secrets) == {"rel-ballast-mqtt", "rel-ballast-admin"}
+    for secret, key in (("rel-ballast-mqtt", "password"), ("rel-ballast-admin", "token")):
+        made = secrets[secret]
+        assert made["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        value = base64.b64decode(made["data"][key])
+        assert len(value) == 40
+        assert value.isalnum()
+    assert render(None) != docs  # random on each install (helm template looks nothing up)
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    ref = env["BALLAST_MQTT__PASSWORD"]["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": "rel-ballast-mqtt", "key": "password"}
+    token = env["BALLAST_HTTP__ADMIN_TOKEN_FILE"]["value"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "admin-token")
+    assert token == mount["mountPath"] + "/token"
+    volume = next(v for v in pod["volumes"] if v["name"] == "admin-token")
+    assert volume["secret"]["secretName"] == "rel-ballast-admin"
+    # named Secrets are used as they are, none generated
+    given = render("unsigned.yaml")
+    assert _secrets(given) == {}
+    container = next(d for d in given if d["kind"] == "Deployment")["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["BALLAST_MQTT__PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+        "name": "my-mqtt",
+        "key": "pw",
+    }
+
+
+def test_the_network_policy_is_on_and_opens_metrics_apart_from_the_api() -> None:
+    docs = render(None)
+    (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    rules = {tuple(p["port"] for p in r["ports"]): r["from"] for r in policy["spec"]["ingress"]}
+    assert rules[("metrics",)] == [{"namespaceSelector": {}}]
+    assert rules[("http",)] == [{"podSelector": {}}]  # the API: the release's namespace
+    container = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+        "http": 8080,
+        "metrics": 9090,
+    }
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        assert container[probe]["httpGet"]["port"] == "metrics"
+    monitor = next(d for d in render("servicemonitor.yaml") if d["kind"] == "ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
 
 
 def test_restricted_pod_security_and_probes() -> None:
@@ -214,8 +286,9 @@ def test_lag_job_submits_in_cluster_mode_with_the_controllers_settings() -> None
     assert pod["serviceAccountName"] == "rel-ballast-lag-job"
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
-    # No secret value anywhere in the rendered objects: only references.
-    assert "password:" not in yaml.safe_dump(list(docs.values())).replace("key: password", "")
+    # No secret value anywhere in the rendered objects but the Secrets the chart makes.
+    shown = [d for d in docs.values() if d["kind"] != "Secret"]
+    assert "password:" not in yaml.safe_dump(shown).replace("key: password", "")
 
     template = yaml.safe_load(
         docs[("ConfigMap", "rel-ballast-lag-job-pod-template")]["data"]["driver.yaml"]

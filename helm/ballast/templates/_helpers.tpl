@@ -43,3 +43,30 @@ app.kubernetes.io/part-of: ballast
 {{- define "ballast.lagJobImage" -}}
 {{- printf "%s:%s" .Values.lagJob.image.repository (.Values.lagJob.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
+
+{{- /* A generated credential's value: the one already stored (kept across upgrades), or
+a new random one on install. */ -}}
+{{- define "ballast.keptSecret" -}}
+{{- $existing := lookup "v1" "Secret" .namespace .name -}}
+{{- if and $existing (hasKey ($existing.data | default dict) .key) -}}
+{{- index $existing.data .key -}}
+{{- else -}}
+{{- randAlphaNum 40 | b64enc -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "ballast.mqttSecretName" -}}
+{{- .Values.mqttPassword.secretName | default (printf "%s-mqtt" (include "ballast.fullname" .)) -}}
+{{- end -}}
+
+{{- define "ballast.adminSecretName" -}}
+{{- .Values.adminToken.secretName | default (printf "%s-admin" (include "ballast.fullname" .)) -}}
+{{- end -}}
+
+{{- define "ballast.metricsPort" -}}
+{{- if .Values.config.http.metrics_port -}}metrics{{- else -}}http{{- end -}}
+{{- end -}}
+
+{{- define "ballast.unsigned" -}}
+{{- if eq (toString ((.Values.config.signing | default dict).required)) "false" -}}true{{- end -}}
+{{- end -}}

@@ -18,6 +18,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from controller.config import AutoscaleSettings, GroupSettings
+from controller.runtime import keda_scaler
 from controller.runtime.daemon import Controller
 from controller.runtime.keda_scaler import KedaScaler
 from controller.tools import embedded
@@ -27,6 +28,8 @@ from tests.keda import stubs
 pytestmark = pytest.mark.integration
 
 pb, pb_grpc = stubs()
+#: keda.max_streams of the served scaler.
+STREAMS = 20
 
 
 @pytest.fixture
@@ -45,7 +48,7 @@ async def served(
     cfg = make_config(
         kafka, mqtt, group,
         lag={"source": "poll", "poll_interval": 0.3, "auto_offset_reset": "earliest"},
-        keda={"enabled": True, "port": 0},
+        keda={"enabled": True, "port": 0, "max_streams": STREAMS},
     )  # fmt: skip
     cfg = cfg.model_copy(
         update={"groups": [GroupSettings(name=group, autoscale=AutoscaleSettings(min_members=2))]}
@@ -114,6 +117,48 @@ async def test_bad_requests_are_refused_and_counted(
         "ballast_invalid_records_total", {"source": "keda"}
     )
     assert counted == 1
+
+
+async def test_streams_are_capped_and_share_one_look_per_group(
+    served: tuple[Controller, str, grpc.aio.Channel], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """keda.max_streams streams are served and one more is RESOURCE_EXHAUSTED; while
+    they are open, the scaler looks at the group about once a second, not once a
+    second per stream (which would be STREAMS x seconds looks)."""
+    ctl, group, channel = served
+    looks = 0
+    real = keda_scaler._active
+
+    def counted(g: Any) -> bool:
+        nonlocal looks
+        looks += 1
+        return real(g)
+
+    monkeypatch.setattr(keda_scaler, "_active", counted)
+    stub = pb_grpc.ExternalScalerStub(channel)
+    ref = pb.ScaledObjectRef(name="fleet", namespace="prod", scalerMetadata={"group": group})
+    streams = [stub.StreamIsActive(ref) for _ in range(STREAMS)]
+    try:
+        for stream in streams:
+            await stream.read()
+        assert ctl.metrics.registry.get_sample_value("ballast_keda_streams") == STREAMS
+        extra = stub.StreamIsActive(ref)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await extra.read()
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "keda.max_streams" in (err.value.details() or "")
+        looks = 0
+        await asyncio.sleep(5)
+        # ~5 looks by the watch, plus one per stream each time activity changes (at
+        # most twice here); per-stream polling would have made STREAMS x 5 = 100
+        assert looks <= 5 + 1 + 2 * STREAMS, looks
+    finally:
+        for stream in streams:
+            stream.cancel()
+    deadline = time.monotonic() + 10
+    while ctl.metrics.registry.get_sample_value("ballast_keda_streams") != 0:
+        assert time.monotonic() < deadline, "cancelled streams are still counted"
+        await asyncio.sleep(0.1)
 
 
 async def _once_led(stub: Any, request: Any) -> Any:

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from controller.runtime.daemon import Controller
-from controller.runtime.http import bound_port, serve
+from controller.runtime.http import serve
 from controller.tools import embedded
 from controller.tools.simfleet import Fleet
 from tests.brokers import make_config
@@ -93,7 +93,7 @@ async def test_every_panel_and_alert_metric_has_data_from_a_running_ballast(
     )
     ctl = Controller(cfg)
     runner = await serve(ctl, "127.0.0.1", 0)
-    prom, prom_port = start_prometheus(tmp_path, bound_port(runner))
+    prom, prom_port = start_prometheus(tmp_path, runner.port)
     fleet = Fleet(kafka.address, mqtt.port, group, keepalive=1)
     started = time.time()
     try:

@@ -17,7 +17,7 @@ from controller import logs
 from controller.config import Config, env_overrides, load_config
 from controller.errors import InputError
 from controller.runtime.daemon import Controller
-from controller.runtime.http import bound_port, serve
+from controller.runtime.http import serve
 from controller.runtime.membership import MqttPresence, Sink
 from controller.wire.records import Presence
 
@@ -111,7 +111,7 @@ async def test_a_malformed_token_is_a_401_and_counted_as_denied(header: bytes) -
     ctl = Controller(_cfg(http={"port": 0, "admin_token": "admin-Token-0123456789abcdef"}))
     runner = await serve(ctl, "127.0.0.1", 0)
     try:
-        port = bound_port(runner)
+        port = runner.port
 
         def post() -> tuple[int, str]:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
