@@ -298,6 +298,7 @@ def daemon(a: argparse.Namespace, work: Path, kafka: str, mqtt_port: int, group:
         f"groups: [{{name: {group}, autoscale: {{min_members: {a.min}, max_members: {a.max}, "
         f"drain_time: {a.drain_time}s, start_time: {a.start_delay}s, rate_window: 30s, "
         f"scale_down_delay: {a.scale_down_delay}s}}}}]\n"
+        "signing: {required: false}\n"
         f"http: {{port: {port}}}\n"
         "logging: {format: json, level: warning}\n"
     )

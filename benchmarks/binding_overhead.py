@@ -62,6 +62,7 @@ def start_controller(
         "rebalance: {delay: 100ms, leave_grace: 0s, handoff_timeout: 10s}\n"
         "lag: {source: none}\n"
         f"groups: [{{name: {GROUP}}}]\n"
+        "signing: {required: false}\n"
         f"http: {{port: {embedded.free_port()}}}\n"
         "logging: {format: json, level: warning}\n"
     )

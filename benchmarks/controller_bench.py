@@ -80,6 +80,7 @@ async def bench(
             f"rebalance: {{delay: {DELAY}, leave_grace: 30, handoff_timeout: 60}}\n"
             "lag: {source: none}\n"
             "groups: [{name: bench}, {name: burst}]\n"
+            "signing: {required: false}\n"
             f"http: {{port: {port}}}\n"
             f"logging: {{format: json, level: {log_level}}}\n"
         )

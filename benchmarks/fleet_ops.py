@@ -209,6 +209,7 @@ class Controllers:
             f"handoff_timeout: {a.handoff_timeout}s}}\n"
             "lag: {source: none}\n"
             f"groups: [{{name: {GROUP}}}]\n"
+            "signing: {required: false}\n"
             f"http: {{port: {port}}}\n"
             f"{ha}"
             f"logging: {{format: json, level: {'info' if a.log_dir else 'warning'}}}\n"

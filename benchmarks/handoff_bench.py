@@ -104,6 +104,7 @@ async def ballast_run(
         "rebalance: {delay: 100ms, leave_grace: 0s, handoff_timeout: 10s}\n"
         "lag: {source: none}\n"
         f"groups: [{{name: {group}}}]\n"
+        "signing: {required: false}\n"
         f"http: {{port: {port}}}\n"
         "logging: {format: json, level: warning}\n"
     )

@@ -119,6 +119,7 @@ async def _run(
         "rebalance: {delay: 500ms, leave_grace: 2s, handoff_timeout: 300s, min_lag: 100}\n"
         "lag: {source: topic, topic: load.lag}\n"
         f"groups: [{{name: {GROUP}}}]\n"
+        "signing: {required: false}\n"
         f"http: {{port: {port}}}\n"
         f"logging: {{format: json, level: {args.log_level}}}\n"
     )

@@ -154,6 +154,7 @@ async def _run(
         f"lag: {{source: topic, topic: {LAG}, samples_topic: {SAMPLES}, poll_interval: "
         f"{args.poll_interval}s, auto_offset_reset: earliest, smoothing: 1.0, batch: 100000}}\n"
         f"groups: [{{name: {GROUP}}}]\n"
+        "signing: {required: false}\n"
         f"http: {{port: {port}}}\n"
         "logging: {format: json, level: info}\n"
         f"pipeline: {{master: 'local[2]', checkpoint: '{work / 'checkpoint'}', "

@@ -130,6 +130,7 @@ async def one(
         f"{VARIANTS[variant]}}}\n"
         f"lag: {{source: poll, poll_interval: {args.poll}s}}\n"
         f"groups: [{{name: {group}}}]\n"
+        "signing: {required: false}\n"
         f"http: {{port: {port}}}\n"
         "logging: {format: json, level: warning}\n"
     )

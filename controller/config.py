@@ -31,6 +31,7 @@ from pydantic import (
 
 from assignors import check_constraints
 from controller.errors import InputError
+from controller.wire.member_keys import MemberKeys
 from controller.wire.records import ConstraintSet, Name
 from controller.wire.signing import KeyFileError, Signer, Verifier, load_public
 
@@ -185,6 +186,35 @@ class MembershipSettings(_Section):
     #: Most members one group may have: past it, new members' presence is refused
     #: (counted, logged), so names from outside cannot grow the controller without bound.
     max_members: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
+    #: With ``source: kafka``: a directory of the members' public keys, one
+    #: ``<member>.pub`` each (``ballast keys generate DIR --member NAME``). Set: a
+    #: heartbeat counts only when signed by the key of the member it names and newer
+    #: than the last, and a member without a key is not admitted (docs/operations.md,
+    #: "Member keys"). Unset: anyone who may write the heartbeat topic can speak for any
+    #: member (logged at start). Read again when an unknown member's heartbeat arrives
+    #: (at most every 10 s), so a key added for a new member counts without a restart.
+    member_keys_dir: Path | None = None
+
+    @model_validator(mode="after")
+    def _member_keys(self) -> MembershipSettings:
+        if self.member_keys_dir is None:
+            return self
+        if self.source != "kafka":
+            raise ValueError(
+                "member_keys_dir needs source: kafka (over MQTT the broker's ACL keeps "
+                "members apart)"
+            )
+        try:
+            MemberKeys.from_dir(self.member_keys_dir)
+        except KeyFileError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def member_keys(self) -> MemberKeys | None:
+        """The keys as they are on disk now (None: heartbeats are not checked)."""
+        if self.member_keys_dir is None:
+            return None
+        return MemberKeys.from_dir(self.member_keys_dir)
 
 
 class LagSettings(_Section):
@@ -509,6 +539,18 @@ class SigningSettings(_Section):
 
     def signer(self) -> Signer | None:
         return self._signer
+
+    def unsigned_refusal(self) -> str | None:
+        """Why ``ballast run`` refuses this setting: unsigned operation must be chosen
+        (``required: false``), never fallen into by a missing key."""
+        if self.private_key_file is not None or not self.required:
+            return None
+        return (
+            "signing.private_key_file is not set: give the controller a key (ballast keys "
+            "generate --out DIR; docs/production.md), or set signing.required: false for "
+            "unsigned operation (anyone who may write the assignments topic can then grant "
+            "partitions)"
+        )
 
     def verifier(self) -> Verifier | None:
         """What a takeover counts: the key's own records, its predecessors', and (not

@@ -86,19 +86,23 @@ class ManagedFleet(FleetLedger):
         self.members: dict[str, ManagedConsumer] = {}
         self.loops: dict[str, asyncio.Task[None]] = {}
         self.failed: dict[str, MemberFailedError] = {}
+        #: Partitions seen held by two members at once (``start_traffic`` samples).
+        self.overlaps: list[str] = []
+        self._traffic: list[asyncio.Task[None]] = []
 
     @property
     def holders(self) -> dict[str, ManagedConsumer]:
         return self.members
 
     async def join(self, name: str, **options: Any) -> ManagedConsumer:
-        """``options``: more ``ManagedConsumer`` settings (``verify_key``, ...)."""
+        """``options``: more ``ManagedConsumer`` settings (``verify_key``, ``presence``
+        over Kafka, ...)."""
+        options.setdefault("presence", PresenceOptions(mqtt_port=self.mqtt.port, mqtt_keepalive=1))
         consumer = ManagedConsumer(
             self.group,
             name,
             [self.topic],
             bootstrap_servers=self.kafka.address,
-            presence=PresenceOptions(mqtt_port=self.mqtt.port, mqtt_keepalive=1),
             auto_offset_reset="earliest",
             **options,
         )
@@ -125,7 +129,35 @@ class ManagedFleet(FleetLedger):
             if batch:
                 await consumer.commit()
 
+    def start_traffic(self) -> None:
+        """Records produced continuously, and the members' holdings sampled every 20 ms
+        for a partition held by two at once."""
+
+        async def feed() -> None:
+            while True:
+                await self.produce(24)
+                await asyncio.sleep(0.05)
+
+        async def sample() -> None:
+            while True:
+                seen: dict[object, str] = {}
+                for name, m in self.members.items():
+                    for tp in m.assignment:
+                        if tp in seen:
+                            self.overlaps.append(f"{tp} held by {seen[tp]} and {name}")
+                        seen[tp] = name
+                await asyncio.sleep(0.02)
+
+        self._traffic += [asyncio.create_task(feed()), asyncio.create_task(sample())]
+
+    async def stop_traffic(self) -> None:
+        for t in self._traffic:
+            t.cancel()
+        await asyncio.gather(*self._traffic, return_exceptions=True)
+        self._traffic = []
+
     async def stop(self) -> None:
+        await self.stop_traffic()
         for loop in self.loops.values():
             loop.cancel()
         for consumer in self.members.values():

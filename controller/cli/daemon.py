@@ -10,22 +10,30 @@ from pathlib import Path
 
 from controller import logs
 from controller.cli.parsing import Commands
-from controller.config import applied_overrides, load_config, misspelt_overrides
+from controller.config import Config, applied_overrides, load_config, misspelt_overrides
 from controller.errors import InputError
 from controller.runtime.run import run_daemon
 from controller.wire.records import json_schemas
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config)
+    cfg = _runnable(load_config(args.config))
     logs.configure(cfg.logging.level, cfg.logging.format)
     for line in misspelt_overrides(os.environ):
         logs.get("ballast").warning("environment_not_read", problem=line)
     return asyncio.run(run_daemon(cfg, args.record))
 
 
+def _runnable(cfg: Config) -> Config:
+    """The config, if the daemon may run on it (secure by default: see the refusal)."""
+    refusal = cfg.signing.unsigned_refusal()
+    if refusal is not None:
+        raise InputError(refusal)
+    return cfg
+
+
 def _cmd_check_config(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config)
+    cfg = _runnable(load_config(args.config))
     misspelt = misspelt_overrides(os.environ)
     if misspelt:
         raise InputError("\n".join(misspelt))

@@ -64,6 +64,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             mqtt_auth=mqtt_login(args.mqtt_user, args.mqtt_password_file),
             assignments_topic=args.assignments_topic,
             heartbeat_topic=args.heartbeat_topic,
+            member_key=args.member_key,
         ),
     )
     return 0
@@ -212,4 +213,10 @@ def add_worker(sub: Commands) -> None:
         "--assignments-topic", default="ballast.assignments", help="the assignments topic"
     )
     p.add_argument("--heartbeat-topic", default="ballast.heartbeats", help="with --presence kafka")
+    p.add_argument(
+        "--member-key",
+        type=Path,
+        help="with --presence kafka: the member's own private key, signing its heartbeats "
+        "(ballast keys generate DIR --member NAME)",
+    )
     p.set_defaults(func=_cmd_worker)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from controller import logs
 from controller.adapters.connection import client_options
-from controller.cli.parsing import Commands, verifier_from
+from controller.cli.parsing import Commands, member_name, verifier_from
 from controller.config import AssignmentsTopic, load_config
 from controller.errors import InputError
 from controller.tools.audit import run_audit
@@ -54,9 +54,13 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 def _cmd_keys(args: argparse.Namespace) -> int:
     try:
-        private, public = generate(args.out)
+        private, public = generate(args.out, args.member or "signing")
     except KeyFileError as exc:
         raise InputError(str(exc)) from None
+    if args.member is not None:
+        print(f"private key {private} (mode 0600): PresenceOptions.member_key of {args.member}")
+        print(f"public key  {public}: into the controller's membership.member_keys_dir")
+        return 0
     print(f"private key {private} (mode 0600): signing.private_key_file of every controller")
     print(f"public key  {public}: verify_key of every consumer, --public-key of audit")
     print('rotating a key: docs/operations.md, "Rotating the signing key"')
@@ -92,8 +96,16 @@ def add_audit(sub: Commands) -> None:
 
 def add_keys(sub: Commands) -> None:
     """``keys``."""
-    p = sub.add_parser("keys", help="the controller's signing key pair")
+    p = sub.add_parser("keys", help="the controller's signing key pair, or a member's key")
     keys = p.add_subparsers(dest="step", required=True, metavar="STEP")
-    gen = keys.add_parser("generate", help="write signing.key (0600) and signing.pub")
+    gen = keys.add_parser(
+        "generate", help="write signing.key (0600) and signing.pub, or NAME.key and NAME.pub"
+    )
     gen.add_argument("--out", type=Path, required=True, help="directory to write them to")
+    gen.add_argument(
+        "--member",
+        type=member_name,
+        help="a member's own key pair, named by its member id: NAME.key for the member "
+        "(PresenceOptions.member_key, --member-key), NAME.pub for membership.member_keys_dir",
+    )
     p.set_defaults(func=_cmd_keys)

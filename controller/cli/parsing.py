@@ -10,6 +10,7 @@ from typing import Any, TypeAlias
 from assignors import check_capacity, check_rack
 from controller.adapters.presence import MqttAuth
 from controller.errors import InputError
+from controller.wire.member_keys import MEMBER_ID
 from controller.wire.signing import KeyFileError, Verifier
 
 
@@ -56,6 +57,15 @@ def rack_arg_value(value: str) -> str:
         return check_rack(value, "--rack")
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def member_name(value: str) -> str:
+    """A member id as presence and heartbeats carry it (it names a key file, too)."""
+    if not MEMBER_ID.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"--member: {value[:80]!r} is not a member id (1-255 of A-Z a-z 0-9 . _ - : @)"
+        )
+    return value
 
 
 def positive_seconds(text: str) -> float:

@@ -44,6 +44,7 @@ class Announcer:
         self._presence = presence
         self._mqtt: aiomqtt.Client | None = None
         self._producer: AIOKafkaProducer | None = None
+        self._signer = options.heartbeat_signer()
 
     @property
     def linked(self) -> bool:
@@ -64,7 +65,7 @@ class Announcer:
             with contextlib.suppress(aiomqtt.MqttError):
                 await self._mqtt.publish(self._topic, body, qos=1, retain=True)
         elif self._producer is not None:
-            await self._producer.send_and_wait(self.options.heartbeat_topic, body, key=self._key)
+            await self._heartbeat(body)
 
     async def keep_session(self, connected: asyncio.Event) -> None:
         """For ``via="mqtt"``: keep the session (with its Will) up; announce again after
@@ -131,9 +132,17 @@ class Announcer:
                 await self._mqtt.publish(self._topic, b"", qos=1, retain=True)
         if self._producer is not None and leave:
             with contextlib.suppress(Exception):
-                await self._producer.send_and_wait(
-                    self.options.heartbeat_topic, None, key=self._key
-                )
+                await self._heartbeat(None)
+
+    async def _heartbeat(self, body: bytes | None) -> None:
+        """One heartbeat (None: the tombstone of a clean leave), signed when the member
+        has a key of its own."""
+        assert self._producer is not None
+        signer = self._signer
+        headers = signer.headers(self._key, body) if signer is not None else None
+        await self._producer.send_and_wait(
+            self.options.heartbeat_topic, body, key=self._key, headers=headers
+        )
 
     async def stop(self) -> None:
         if self._producer is not None:

@@ -43,6 +43,7 @@ from controller.client.grants import Partition, RawRecord
 from controller.client.identity import PresenceOptions
 from controller.client.sync_binding import Clients, ClientSettings, SyncBinding
 from controller.wire.assignments import READ_ISOLATION
+from controller.wire.signing import Header
 
 log = logs.get("ballast.client")
 
@@ -116,14 +117,18 @@ class _Heartbeats:
     def __init__(self, common: Mapping[str, Any]) -> None:
         self._producer = Producer({**common, "linger.ms": 0})
 
-    def send(self, topic: str, key: bytes, value: bytes | None) -> None:
+    def send(
+        self, topic: str, key: bytes, value: bytes | None, headers: Sequence[Header] = ()
+    ) -> None:
         failed: list[KafkaError] = []
 
         def delivered(err: KafkaError | None, _msg: Message) -> None:
             if err is not None:
                 failed.append(err)
 
-        self._producer.produce(topic, value=value, key=key, on_delivery=delivered)
+        self._producer.produce(
+            topic, value=value, key=key, headers=list(headers), on_delivery=delivered
+        )
         if self._producer.flush(REQUEST_TIMEOUT) > 0:
             raise TimeoutError("heartbeat not delivered")
         if failed:

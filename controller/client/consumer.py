@@ -40,9 +40,10 @@ from typing import Any, Literal
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka import TopicPartition as KafkaTP
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from controller import logs
+from controller.adapters.kafka_login import refused_login
 from controller.adapters.metadata_scope import track_when_idle
 from controller.client.announcer import Announcer
 from controller.client.assignment_feed import AssignmentFeed
@@ -57,6 +58,7 @@ from controller.client.holding import Holding
 from controller.client.identity import MemberIdentity, PresenceOptions, State
 from controller.client.progress import Progress, lag_report, offset_samples, progress_of
 from controller.client.sample_reporter import SampleReporter
+from controller.errors import CredentialsError
 from controller.tasks import cancel_and_wait, reraise_swallowed_cancel
 from controller.wire.records import OffsetSample, Presence
 from controller.wire.signing import VerifyKeys, verifier_of
@@ -111,6 +113,7 @@ class ManagedConsumer:
         self.topics = list(self._identity.topics)
         #: TLS/SASL settings (aiokafka names) for every Kafka client of this member.
         kafka = {"bootstrap_servers": bootstrap_servers, **(kafka_security or {})}
+        self._kafka = kafka
         self._on_revoked = on_partitions_revoked
         self._on_assigned = on_partitions_assigned
         self._report_lag = report_lag
@@ -172,6 +175,15 @@ class ManagedConsumer:
         connection ``UnreachableError``; either way every client is closed again."""
         try:
             await self._start()
+        except KafkaConnectionError as exc:
+            await self.abort()
+            why = await refused_login(self._kafka)
+            if why is None:
+                raise
+            raise CredentialsError(
+                f"member {self.member!r}: Kafka at {self._kafka['bootstrap_servers']}: {why}: "
+                "check kafka_security (sasl_plain_username, sasl_plain_password, ssl_context)"
+            ) from exc
         except BaseException:
             await self.abort()
             raise

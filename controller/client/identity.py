@@ -7,14 +7,17 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from pydantic import ValidationError
 
 from controller.adapters.presence import MqttAuth
 from controller.client.grants import Partition
+from controller.errors import InputError
+from controller.wire.member_keys import HeartbeatSigner
 from controller.wire.records import Presence, problems
-from controller.wire.signing import Verifier
+from controller.wire.signing import KeyFileError, Verifier
 
 State = Literal["active", "draining", "leaving"]
 
@@ -35,6 +38,19 @@ class PresenceOptions:
     mqtt_auth: MqttAuth | None = None
     heartbeat_topic: str = "ballast.heartbeats"
     heartbeat_interval: float = 2.0
+    #: With ``via="kafka"``: the member's own Ed25519 private key (PEM; ``ballast keys
+    #: generate DIR --member NAME``). Every heartbeat is signed with it, so a controller
+    #: with ``membership.member_keys_dir`` knows only this member wrote it.
+    member_key: Path | str | None = None
+
+    def heartbeat_signer(self) -> HeartbeatSigner | None:
+        """The member's key, read now (``InputError`` naming the file when unusable)."""
+        if self.via != "kafka" or self.member_key is None:
+            return None
+        try:
+            return HeartbeatSigner.from_file(self.member_key)
+        except KeyFileError as exc:
+            raise InputError(f"PresenceOptions.member_key: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)

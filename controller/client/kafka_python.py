@@ -35,6 +35,7 @@ from controller.client.grants import Partition, RawRecord
 from controller.client.identity import PresenceOptions
 from controller.client.sync_binding import Clients, ClientSettings, SyncBinding
 from controller.wire.assignments import READ_ISOLATION
+from controller.wire.signing import Header
 
 #: How long a broker request of ours may take (s).
 REQUEST_TIMEOUT = 10.0
@@ -73,8 +74,11 @@ class _Heartbeats:
     def __init__(self, common: Mapping[str, Any]) -> None:
         self._producer = KafkaProducer(**common, linger_ms=0)
 
-    def send(self, topic: str, key: bytes, value: bytes | None) -> None:
-        self._producer.send(topic, value=value, key=key).get(timeout=REQUEST_TIMEOUT)
+    def send(
+        self, topic: str, key: bytes, value: bytes | None, headers: Sequence[Header] = ()
+    ) -> None:
+        sent = self._producer.send(topic, value=value, key=key, headers=list(headers))
+        sent.get(timeout=REQUEST_TIMEOUT)
 
     def close(self) -> None:
         self._producer.close(timeout=REQUEST_TIMEOUT)

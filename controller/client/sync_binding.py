@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, Literal, NamedTuple, Protocol, Self, TypeVar
@@ -23,7 +23,7 @@ from controller.client.progress import offset_samples
 from controller.client.sync_member import Callback, DataClient, LogReader, SyncMember
 from controller.client.sync_presence import HeartbeatLink, MqttLink, PresenceLink
 from controller.wire.records import OffsetSample, partition_key
-from controller.wire.signing import VerifyKeys, verifier_of
+from controller.wire.signing import Header, VerifyKeys, verifier_of
 
 log = logs.get("ballast.client")
 
@@ -31,7 +31,9 @@ R = TypeVar("R")
 
 
 class HeartbeatSender(Protocol):
-    def send(self, topic: str, key: bytes, value: bytes | None) -> None:
+    def send(
+        self, topic: str, key: bytes, value: bytes | None, headers: Sequence[Header] = ()
+    ) -> None:
         """Deliver one record before returning, or raise."""
 
     def close(self) -> None: ...
@@ -176,7 +178,9 @@ class SyncBinding(ABC, Generic[R]):
                 self.member,
                 o,
                 make=m.make_presence,
-                send=lambda key, value: sender.send(o.heartbeat_topic, key, value),
+                send=lambda key, value, headers: sender.send(
+                    o.heartbeat_topic, key, value, headers
+                ),
                 on_death=lambda exc: m.fail_stop("heartbeats", exc),
             )
         m.start(link)

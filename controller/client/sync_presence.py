@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import paho.mqtt.client as mqtt
@@ -23,6 +23,7 @@ from controller.adapters.presence import login_refused
 from controller.client.identity import PresenceOptions, State
 from controller.errors import CredentialsError, UnreachableError
 from controller.wire.records import Presence, assignment_key, presence_topic
+from controller.wire.signing import Header
 
 log = logs.get("ballast.client")
 
@@ -33,7 +34,7 @@ ACK_TIMEOUT = 5.0
 MakePresence = Callable[[State], Presence]
 #: ``send(key, value)``: one heartbeat (``None``: the tombstone of a clean leave),
 #: delivered before it returns or raising.
-SendHeartbeat = Callable[[bytes, bytes | None], None]
+SendHeartbeat = Callable[[bytes, bytes | None, Sequence[Header]], None]
 
 
 class PresenceLink(Protocol):
@@ -169,6 +170,7 @@ class HeartbeatLink:
     ) -> None:
         self._interval = options.heartbeat_interval
         self._key = assignment_key(group, member)
+        self._signer = options.heartbeat_signer()
         self._make = make
         self._send = send
         self._on_death = on_death
@@ -188,12 +190,16 @@ class HeartbeatLink:
                 self._on_death(exc)
 
     def announce(self, state: State = "active") -> None:
-        self._send(self._key, self._make(state).encode())
+        self._heartbeat(self._make(state).encode())
 
     def clear(self, *, leave: bool) -> None:
         if leave:
             with contextlib.suppress(Exception):
-                self._send(self._key, None)
+                self._heartbeat(None)
+
+    def _heartbeat(self, body: bytes | None) -> None:
+        signer = self._signer
+        self._send(self._key, body, signer.headers(self._key, body) if signer else ())
 
     def close(self) -> None:
         self._stop.set()

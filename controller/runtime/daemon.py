@@ -20,6 +20,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from controller import logs
 from controller.adapters.connection import client_options
+from controller.adapters.kafka_login import refused_login
 from controller.adapters.topics import (
     ensure_pipeline_topics,
     ensure_topic,
@@ -143,6 +144,9 @@ class Controller:
             cfg.startup.timeout,
             "check kafka.bootstrap_servers, kafka.security_protocol and that the brokers "
             "run (`ballast dev up` starts local ones)",
+            refused=lambda: refused_login(client_options(cfg)),
+            credentials="kafka.sasl_username, kafka.sasl_password (or sasl_password_file), "
+            "kafka.ssl_cafile",
         )
         self.health.link("kafka", True)
         await self._publisher.start()

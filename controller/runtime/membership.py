@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import aiomqtt
@@ -28,7 +28,9 @@ from controller.config import Config, MqttSettings
 from controller.runtime.health import Health
 from controller.runtime.metrics import Metrics
 from controller.tasks import reraise_swallowed_cancel
+from controller.wire.member_keys import MemberKeys
 from controller.wire.records import DecodeError, Presence, decode, split_key
+from controller.wire.signing import KeyFileError, RawHeader
 
 log = logs.get("ballast.membership")
 
@@ -58,6 +60,12 @@ def mqtt_auth(m: MqttSettings) -> MqttAuth:
 
 
 _THROTTLE = logs.Throttle()
+#: How often, at most, the member keys are read again for an unknown member (s).
+KEYS_REREAD = 10.0
+#: A signed heartbeat whose sequence (the member's clock, ns) is older than this many
+#: session timeouts is a replay: refused even before its member's first heartbeat since
+#: the controller started (members beat every few seconds).
+STALE_SESSIONS = 3
 
 
 def invalid_input(metrics: Metrics, source: str, reason: str) -> None:
@@ -198,6 +206,20 @@ class KafkaHeartbeats:
         self._metrics = metrics
         self._health = health or Health(metrics)
         self._last: dict[tuple[str, str], float] = {}
+        #: Admitted members' keys (None: heartbeats are not checked), read again when
+        #: an unknown member writes, at most every ``KEYS_REREAD`` seconds.
+        self._keys = cfg.membership.member_keys()
+        self._keys_read = time.monotonic()
+        #: The newest sequence each keyed member signed: only what is newer counts.
+        self._sequences: dict[tuple[str, str], int] = {}
+        if self._keys is None:
+            log.warning(
+                "heartbeat_identity_unchecked",
+                detail="membership.member_keys_dir is unset: anyone who may write the "
+                "heartbeat topic can join, acknowledge or leave for any member",
+            )
+        else:
+            log.info("member_keys", members=len(self._keys.members))
 
     def expect(self, group: str, member: str) -> None:
         """A recovered member: alive until it stays silent for a session timeout."""
@@ -216,19 +238,29 @@ class KafkaHeartbeats:
         expiry = asyncio.create_task(self._expire_loop())
         try:
             async for msg in consumer:
-                self._handle(msg.key, msg.value, f"{msg.topic}[{msg.partition}]@{msg.offset}")
+                where = f"{msg.topic}[{msg.partition}]@{msg.offset}"
+                self._handle(msg.key, msg.value, where, msg.headers)
         finally:
             expiry.cancel()
             self._health.link("heartbeats", False, "the heartbeat reader stopped")
             await consumer.stop()
 
-    def _handle(self, key: bytes | None, value: bytes | None, source: str) -> None:
+    def _handle(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        source: str,
+        headers: Sequence[RawHeader] = (),
+    ) -> None:
         try:
             group, member = split_key(key, source)
         except DecodeError as exc:
             invalid_input(self._metrics, "heartbeat", str(exc))
             return
         if group not in self._sink.groups:
+            return
+        assert key is not None  # split_key refuses a missing key
+        if not self._vouched(group, member, key, value, headers=headers, source=source):
             return
         if value is None:  # tombstone: clean leave
             self._last.pop((group, member), None)
@@ -252,6 +284,43 @@ class KafkaHeartbeats:
             self._last.pop((group, member), None)
         else:
             self._last[(group, member)] = time.monotonic()
+
+    def _vouched(
+        self,
+        group: str,
+        member: str,
+        key: bytes,
+        value: bytes | None,
+        *,
+        headers: Sequence[RawHeader],
+        source: str,
+    ) -> bool:
+        """Whether the member the key names wrote this heartbeat, after its last one."""
+        if self._keys is None:
+            return True
+        if member not in self._keys.members and self._keys_read + KEYS_REREAD < time.monotonic():
+            self._keys_read = time.monotonic()
+            try:
+                self._keys = MemberKeys.from_dir(self._keys.directory)
+            except KeyFileError as exc:  # keep the keys read before: one bad file
+                log.warning("member_keys_not_read", error=str(exc))
+        sequence, problem = self._keys.vouch(member, key, value, headers, source)
+        if problem is None and sequence is not None:
+            oldest = time.time_ns() - round(
+                STALE_SESSIONS * self._cfg.membership.session_timeout * 1e9
+            )
+            if sequence <= self._sequences.get((group, member), -1):
+                problem = f"sequence {sequence} is not newer than the last heartbeat's: a replay"
+            elif sequence < oldest:
+                problem = (
+                    f"sequence {sequence} is older than {STALE_SESSIONS} session timeouts: "
+                    "a replay (or the member's clock is behind)"
+                )
+            else:
+                self._sequences[(group, member)] = sequence
+                return True
+        invalid_input(self._metrics, "heartbeat", f"{source}: {problem}")
+        return False
 
     async def _expire_loop(self) -> None:
         timeout = self._cfg.membership.session_timeout

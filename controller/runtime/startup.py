@@ -16,7 +16,7 @@ from typing import TypeVar
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 
 from controller import logs
-from controller.errors import UnreachableError
+from controller.errors import CredentialsError, UnreachableError
 
 log = logs.get("ballast.startup")
 
@@ -49,8 +49,13 @@ async def reach(
     attempt: Callable[[], Awaitable[T]],
     timeout: float,
     hint: str,
+    *,
+    refused: Callable[[], Awaitable[str | None]] | None = None,
+    credentials: str = "",
 ) -> T:
-    """``attempt()`` until it succeeds or ``timeout`` seconds have passed."""
+    """``attempt()`` until it succeeds or ``timeout`` seconds have passed. ``refused``
+    tells a failed attempt that no retry can mend (a login refused: ``CredentialsError``
+    at once, naming ``credentials``) from a broker not there yet."""
     deadline = time.monotonic() + timeout
     backoff = FIRST_BACKOFF
     tries = 0
@@ -59,6 +64,9 @@ async def reach(
         try:
             return await attempt()
         except NOT_REACHABLE as exc:
+            why = await refused() if refused is not None else None
+            if why is not None:
+                raise CredentialsError(f"{what} at {address}: {why}: check {credentials}") from None
             left = deadline - time.monotonic()
             if left <= 0:
                 raise UnreachableError(

@@ -60,6 +60,7 @@ class WorkerOptions:
     mqtt_auth: MqttAuth | None = None
     assignments_topic: str = "ballast.assignments"
     heartbeat_topic: str = "ballast.heartbeats"
+    member_key: Path | None = None
 
     def member_settings(self, work: WorkLog) -> dict[str, Any]:
         """What every binding's member is made with here (the same keywords on each)."""
@@ -83,6 +84,7 @@ class WorkerOptions:
             mqtt_keepalive=1,
             mqtt_auth=self.mqtt_auth,
             heartbeat_topic=self.heartbeat_topic,
+            member_key=self.member_key,
         )
 
 

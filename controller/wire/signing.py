@@ -36,8 +36,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 SIGNATURE_HEADER = "ballast-signature"
 #: Which key made the signature (``key_id``): covered by it.
 KEY_ID_HEADER = "ballast-key-id"
-#: What a signature vouches for: the topic's role, so a record cannot change topics.
-Domain = Literal["assignments", "constraints"]
+#: What a signature vouches for: the topic's role, so a record cannot change topics
+#: (``heartbeats``: a member's own, controller/wire/member_keys.py).
+Domain = Literal["assignments", "constraints", "heartbeats"]
 Header = tuple[str, bytes]
 #: A header as it arrives from a broker: Kafka allows one without a value.
 RawHeader = tuple[str, bytes | None]
@@ -210,11 +211,11 @@ def load_public(path: Path) -> Ed25519PublicKey:
     return key
 
 
-def generate(directory: Path) -> tuple[Path, Path]:
-    """A new key pair as ``signing.key`` (PKCS#8 PEM, mode 0600) and ``signing.pub``
-    in ``directory``; refuses to overwrite an existing key."""
+def generate(directory: Path, name: str = "signing") -> tuple[Path, Path]:
+    """A new key pair as ``<name>.key`` (PKCS#8 PEM, mode 0600) and ``<name>.pub`` in
+    ``directory`` (a member's: its member id); refuses to overwrite an existing key."""
     directory.mkdir(parents=True, exist_ok=True)
-    private, public = directory / "signing.key", directory / "signing.pub"
+    private, public = directory / f"{name}.key", directory / f"{name}.pub"
     for path in (private, public):
         if path.exists():
             raise KeyFileError(f"{path} exists: remove it first or choose another --out")

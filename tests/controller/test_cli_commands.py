@@ -115,6 +115,21 @@ def test_assign_and_check_config(example_env: dict[str, str]) -> None:
     assert "valid=True" in result.stdout
 
 
+def test_unsigned_operation_must_be_chosen(tmp_path: Path) -> None:
+    """Secure by default: a config without a signing key is refused by ``run`` and
+    ``check-config`` (exit 2, naming the setting and the way out); with
+    ``signing.required: false`` it is unsigned operation, chosen."""
+    config = tmp_path / "unsigned.yaml"
+    config.write_text("groups: [{name: g}]\n")
+    for command in (["check-config", str(config)], ["run", "--config", str(config)]):
+        result = run(*command)
+        assert result.returncode == 2, result.stderr
+        assert "signing.private_key_file is not set" in result.stderr
+        assert "signing.required: false" in result.stderr
+    config.write_text("groups: [{name: g}]\nsigning: {required: false}\n")
+    assert run("check-config", str(config)).returncode == 0
+
+
 def test_bad_config_is_one_line_naming_its_source(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("groups: [{name: a}]\nrebalance: {leave_grase: 1s}\n")

@@ -24,7 +24,7 @@ HELM = ROOT / ".tools" / "bin" / "helm"
 K8S_VERSION = "1.31"
 GOOD = [
     None, "servicemonitor.yaml", "full.yaml", "ha.yaml", "lag-job.yaml", "runbooks.yaml",
-    "keda.yaml", "keda-ha.yaml", "unsigned.yaml",
+    "keda.yaml", "keda-ha.yaml", "unsigned.yaml", "kafka-presence.yaml",
 ]  # fmt: skip
 BAD = {
     "bad-replicas.yaml": "replicaCount",
@@ -164,6 +164,19 @@ def test_credentials_not_given_are_generated_and_kept() -> None:
         "name": "my-mqtt",
         "key": "pw",
     }
+
+
+def test_member_keys_are_mounted_for_kafka_presence() -> None:
+    docs = render("kafka-presence.yaml")
+    assert set(_secrets(docs)) == {"rel-ballast-admin"}  # no MQTT user: no MQTT password
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "member-keys")
+    assert env["BALLAST_MEMBERSHIP__MEMBER_KEYS_DIR"] == mount["mountPath"]
+    assert "BALLAST_MQTT__PASSWORD" not in env
+    volume = next(v for v in pod["volumes"] if v["name"] == "member-keys")
+    assert volume["secret"]["secretName"] == "ballast-member-keys"
 
 
 def test_the_network_policy_is_on_and_opens_metrics_apart_from_the_api() -> None:

@@ -159,6 +159,7 @@ lag: {{source: none}}
 ha: {{enabled: true, shards: 4, session_timeout: {t.session_timeout}s, {transactions}
       heartbeat_interval: {t.session_timeout / 6:.3f}s, replica_id: {replica}}}
 groups: [{{name: {GROUP}}}]
+signing: {{required: false}}
 http: {{host: 127.0.0.1, port: {self.ports[replica]}}}
 logging: {{format: json}}
 """)

@@ -110,11 +110,18 @@ class Harness:
     partitions: int = 4
     #: What was produced to the data topic: partition -> offsets.
     produced: dict[int, list[int]] = field(default_factory=dict)
+    #: When each record's send began (wall clock): (partition, offset) -> seconds. A
+    #: record whose send began after an acknowledgement was sent cannot have been read
+    #: before it.
+    produced_at: dict[tuple[int, int], float] = field(default_factory=dict)
     seen: list[Seen] = field(default_factory=list)
     _process: asyncio.subprocess.Process | None = None
     _producer: AIOKafkaProducer | None = None
     _watch: asyncio.Task[None] | None = None
     _offsets: AIOKafkaConsumer | None = None
+    #: Set on every presence seen: a wait looks again at once, not a tick later (a
+    #: revoke's acknowledgement is judged within a millisecond or two of its arrival).
+    _news: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def group(self) -> str:
@@ -262,7 +269,10 @@ class Harness:
             if time.monotonic() > deadline or (dead_ends and not self.running):
                 await asyncio.sleep(QUIET if dead_ends and not self.running else 0)
                 return check()  # the last presence a dying process sent may be in flight
-            await asyncio.sleep(TICK)
+            self._news.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(TICK):
+                    await self._news.wait()
         return True
 
     # ------------------------------------------------------------------ what it writes
@@ -272,8 +282,22 @@ class Harness:
         for p in range(self.partitions) if partitions is None else partitions:
             for i in range(per_partition):
                 value = f"{self.name}-{p}-{len(self.produced.get(p, ()))}-{i}".encode()
+                began = time.time()
                 meta = await self._producer.send_and_wait(self.topic, value, partition=p)
                 self.produced.setdefault(p, []).append(meta.offset)
+                self.produced_at[p, meta.offset] = began
+
+    async def produce_each(self, partitions: Sequence[int]) -> None:
+        """One record to each of ``partitions``, sent together (a trickle's step)."""
+        assert self._producer is not None
+        began = time.time()
+        sent = []
+        for p in partitions:
+            value = f"{self.name}-{p}-{len(self.produced.get(p, ()))}-t".encode()
+            sent.append(await self._producer.send(self.topic, value, partition=p))
+        for p, meta in zip(partitions, await asyncio.gather(*sent), strict=True):
+            self.produced.setdefault(p, []).append(meta.offset)
+            self.produced_at[p, meta.offset] = began
 
     def produced_of(self, partitions: Sequence[int]) -> set[tuple[str, int, int]]:
         return {(self.topic, p, o) for p in partitions for o in self.produced.get(p, ())}
@@ -344,6 +368,12 @@ class Harness:
     # ------------------------------------------------------------------ presence
 
     def _saw(self, payload: bytes | None, source: str) -> None:
+        try:
+            self._note(payload, source)
+        finally:
+            self._news.set()
+
+    def _note(self, payload: bytes | None, source: str) -> None:
         if not payload:
             self.seen.append(Seen(time.monotonic(), None))
             return

@@ -10,6 +10,7 @@ record, so "it did not act on it" is an observation, not a wait that hopes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import time
@@ -19,10 +20,12 @@ from dataclasses import dataclass, field
 from controller.tools.conformance.harness import QUIET, STEP_TIMEOUT, Harness, Seen
 from controller.tools.conformance.rules import Finding
 from controller.wire.assignments import assignments_partition
-from controller.wire.records import assignment_key
+from controller.wire.records import Presence, assignment_key
 
 #: A crashed client's Will fires after 1.5 keepalives; 60 s is MQTT clients' usual one.
 WILL_TIMEOUT = 95.0
+#: Seconds between the records produced through a revoke or a tombstone.
+TRICKLE = 0.002
 
 
 class NotReachedError(Exception):
@@ -142,6 +145,71 @@ def _state(h: Harness) -> str:
     return f"last presence: {shown}; process {alive}; log: {h.log_tail(3)}"
 
 
+class _Trickle:
+    """Records produced to ``partitions`` every ``TRICKLE`` seconds while a revoke or a
+    tombstone happens, so something is always in flight at that moment: a client that
+    reads a revoked partition a few milliseconds after acknowledging has something to
+    read, and is seen doing it."""
+
+    def __init__(self, h: Harness, partitions: list[int]) -> None:
+        self._h, self._partitions = h, partitions
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> _Trickle:
+        async def run() -> None:
+            while True:
+                await self._h.produce_each(self._partitions)
+                await asyncio.sleep(TRICKLE)
+
+        self._task = asyncio.create_task(run())
+        await asyncio.sleep(TRICKLE * 4)  # flowing before the moment comes
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+async def _stopped_at_ack(h: Harness, partitions: list[int], ack: Presence) -> list[str]:
+    """What a client did wrong with ``partitions`` after ``ack`` said it no longer holds
+    them, judged by the broker and the clock: no record whose production began after
+    the acknowledgement was sent (its ``sent_at``; else when the kit saw it) may be
+    processed, whatever the margin, nor any after the kit saw it; the committed offsets
+    read as soon as it arrived
+    must stay as they are (a commit after it is one the next owner may miss); and no
+    record at or past them may be processed (read after acknowledging, or acknowledged
+    before its commit). It waits ``QUIET`` with records still arriving, then judges."""
+    acked_at = ack.sent_at if ack.sent_at is not None else time.time()
+    seen = {p: h.processed_of(p) for p in partitions}  # first: a file read, no round trip
+    at_ack = {p: await h.committed(p) for p in partitions}
+    await asyncio.sleep(QUIET)
+    problems = []
+    for p in partitions:
+        done = h.processed_of(p)
+        after = sorted(o for o in done if h.produced_at.get((p, o), 0.0) > acked_at)
+        if after:
+            problems.append(
+                f"partition {p}: processed offsets {after[:5]}, produced after it acknowledged"
+            )
+        later = sorted(done - seen[p])
+        if later and not after:
+            problems.append(
+                f"partition {p}: processed offsets {later[:5]} after its acknowledgement arrived"
+            )
+        now = await h.committed(p)
+        if now != at_ack[p]:
+            problems.append(f"partition {p}: committed {now} after acknowledging (was {at_ack[p]})")
+        late = sorted(o for o in done if o >= (now if now is not None else 0))
+        if late:
+            problems.append(
+                f"partition {p}: processed offsets {late[:5]} past its commit ({now}) after "
+                "acknowledging"
+            )
+    return problems
+
+
 async def _covered(h: Harness, partitions: list[int]) -> list[str]:
     """Partitions whose group commit does not cover what the client processed."""
     short = []
@@ -186,13 +254,14 @@ async def lifecycle(h: Harness, j: Judge) -> None:
     if not applied:
         raise NotReachedError("the grant was not applied")
 
-    await h.grant([0], generation=2, epoch=1, instance=instance)
-    if not await h.until(lambda: h.acknowledged(2)):
-        raise NotReachedError(f"the revoke was not acknowledged; {_state(h)}")
-    at_ack = h.processed_of(1)
-    short = await _covered(h, [1])
-    ack = next(s.presence for s in h.seen if s.presence and s.presence.generation == 2)
-    problems = list(short)
+    async with _Trickle(h, [0, 1]):
+        await h.grant([0], generation=2, epoch=1, instance=instance)
+        if not await h.until(lambda: h.acknowledged(2)):
+            raise NotReachedError(f"the revoke was not acknowledged; {_state(h)}")
+        at_ack = h.processed_of(1)
+        ack = next(s.presence for s in h.seen if s.presence and s.presence.generation == 2)
+        problems = await _stopped_at_ack(h, [1], ack)
+    problems += await _covered(h, [1])
     if list(ack.partitions) != _held(h, [0]):
         problems.append(f"acknowledged holding {[q for _, q in ack.partitions]}, expected [0]")
     await h.produce(3, [0, 1])
@@ -353,12 +422,18 @@ async def own_partition(h: Harness, j: Judge) -> None:
 
 async def tombstone(h: Harness, j: Judge) -> None:
     await _granted(h, [0, 1], generation=1, epoch=1)
-    await h.tombstone(generation=2, epoch=1)
     since = len(h.seen)
-    emptied = await h.until(
-        lambda: any(s.presence is not None and not s.presence.partitions for s in h.seen[since:])
-    )
-    problems = [] if emptied else [f"no presence holding nothing after it; {_state(h)}"]
+    async with _Trickle(h, [0, 1]):
+        await h.tombstone(generation=2, epoch=1)
+        emptied = await h.until(
+            lambda: any(
+                s.presence is not None and not s.presence.partitions for s in h.seen[since:]
+            )
+        )
+        problems = [] if emptied else [f"no presence holding nothing after it; {_state(h)}"]
+        empty = [s.presence for s in h.seen[since:] if s.presence and not s.presence.partitions]
+        if empty:
+            problems += await _stopped_at_ack(h, [0, 1], empty[0])
     before = h.processed()
     problems += await _covered(h, [0, 1])
     await h.produce(3, [0, 1])

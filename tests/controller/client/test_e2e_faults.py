@@ -58,6 +58,7 @@ class Cluster:
             f"rebalance: {{delay: 200ms, leave_grace: {LEAVE_GRACE}s, handoff_timeout: 8s}}\n"
             "lag: {source: none}\n"
             f"groups: [{{name: {group}}}]\n"
+            "signing: {required: false}\n"
             f"http: {{port: {self.port}}}\n"
             "logging: {format: json}\n"
         )

@@ -130,6 +130,7 @@ def test_ballast_worker_and_run_end_with_one_line_and_exit_5(
         f"kafka: {kafka_yaml(kafka)}\n"
         f"mqtt: {{port: {mosquitto.port}, username: controller, password_file: {wrong}}}\n"
         f"groups: [{{name: {names[0]}}}]\n"
+        "signing: {required: false}\n"
         f"assignments: {{name: run-{assignments}, constraints_topic: constraints-{names[0]}}}\n"
         "http: {port: 0}\n"
     )

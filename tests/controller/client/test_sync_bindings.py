@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import threading
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +26,7 @@ from controller.client.kafka_python import BallastKafkaConsumer
 from controller.config import Config
 from controller.runtime.daemon import Controller
 from controller.tools import embedded
+from controller.wire.signing import generate
 from tests.brokers import make_config, needs_kafka
 from tests.fleet_ledger import FleetLedger
 
@@ -55,9 +58,13 @@ class SyncFleet(FleetLedger):
         topic: str,
         presence: PresenceOptions,
         binding: str,
+        *,
+        keys: Path | None = None,
     ) -> None:
         super().__init__(kafka.address, topic)
         self.kafka, self.group, self.presence = kafka, group, presence
+        #: Where each member's own key is (``<member>.key``): heartbeats signed with it.
+        self.keys = keys
         self.kind = BallastConsumer if binding == "confluent" else BallastKafkaConsumer
         self.members: dict[str, Member] = {}
         self.threads: dict[str, threading.Thread] = {}
@@ -70,12 +77,15 @@ class SyncFleet(FleetLedger):
         return self.members
 
     async def join(self, name: str) -> Member:
+        presence = self.presence
+        if self.keys is not None:
+            presence = dataclasses.replace(presence, member_key=self.keys / f"{name}.key")
         consumer = self.kind(
             self.group,
             name,
             [self.topic],
             bootstrap_servers=self.kafka.address,
-            presence=self.presence,
+            presence=presence,
             auto_offset_reset="earliest",
         )
         await asyncio.to_thread(consumer.start)
@@ -244,27 +254,40 @@ async def test_a_member_whose_feed_dies_fail_stops(
     assert "assignments" in str(fleet.failed["a"])
 
 
+@pytest.mark.parametrize("signed", [False, True], ids=["open", "member-keys"])
 @pytest.mark.parametrize("binding", BINDINGS)
-async def test_members_announce_over_kafka_heartbeats(
+async def test_members_announce_over_kafka_heartbeats(  # noqa: PLR0917 (fixtures)
     kafka: embedded.BrokerProcess,
     mqtt: embedded.BrokerProcess,
     names: tuple[str, str],
     topic: str,
     binding: str,
+    signed: bool,
+    tmp_path: Path,
 ) -> None:
     """No MQTT: heartbeats on the heartbeat topic with the binding's producer; a clean
-    leave is a tombstone that frees its partitions at once."""
+    leave is a tombstone that frees its partitions at once. With member keys, each
+    heartbeat and the tombstone are signed with the member's own key, and every one of
+    them verifies (none refused)."""
     group = names[0]
     hb_topic = f"hb-{group}"
     await embedded.create_topics(kafka.address, {hb_topic: 3})
-    cfg = make_config(
-        kafka,
-        mqtt,
-        group,
-        membership={"source": "kafka", "heartbeat_topic": hb_topic, "session_timeout": 1.5},
-    )
+    membership: dict[str, object] = {
+        "source": "kafka",
+        "heartbeat_topic": hb_topic,
+        "session_timeout": 1.5,
+    }
+    keys = tmp_path / "keys" if signed else None
+    if keys is not None:
+        pubs = tmp_path / "pubs"
+        pubs.mkdir()
+        for member in ("a", "b"):
+            _, public = generate(keys, member)
+            (pubs / public.name).write_bytes(public.read_bytes())
+        membership["member_keys_dir"] = str(pubs)
+    cfg = make_config(kafka, mqtt, group, membership=membership)
     presence = PresenceOptions(via="kafka", heartbeat_topic=hb_topic, heartbeat_interval=0.3)
-    fleet = SyncFleet(kafka, group, topic, presence, binding)
+    fleet = SyncFleet(kafka, group, topic, presence, binding, keys=keys)
     async with a_and_b(cfg, fleet) as ctl:
         await fleet.produce(200)
         await fleet.all_processed()
@@ -273,6 +296,10 @@ async def test_members_announce_over_kafka_heartbeats(
         assert ctl.groups[group].state.granted_members() == 1
         await fleet.produce(200)
         await fleet.all_processed()
+        refused = ctl.metrics.registry.get_sample_value(
+            "ballast_invalid_records_total", {"source": "heartbeat"}
+        )
+        assert not refused
     assert fleet.twice() == []
 
 

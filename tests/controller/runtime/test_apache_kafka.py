@@ -36,6 +36,7 @@ from controller.client import PresenceOptions
 from controller.client.consumer import ManagedConsumer
 from controller.config import Config
 from controller.core.views import group_view
+from controller.errors import CredentialsError
 from controller.runtime.daemon import Controller
 from controller.tasks import cancel_and_wait
 from controller.tools import apache_kafka, embedded
@@ -550,3 +551,44 @@ def test_clients_without_credentials_get_nothing(secured: embedded.BrokerProcess
 
     with pytest.raises(KafkaConnectionError):
         asyncio.run(connect())
+
+
+async def test_a_refused_sasl_login_fails_fast_and_names_the_credential(
+    secured: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, names: tuple[str, str]
+) -> None:
+    """A wrong SASL password is permanent: the controller's start and a member's start
+    end with ``CredentialsError`` naming what to check, instead of being retried as a
+    broker not up yet (for ``startup.timeout``: 300 s here, while the bound below is
+    a liveness bound of 60 s)."""
+    group = names[0]
+    wrong = {**_sasl("ballast-controller"), "sasl_plain_password": "not-the-password"}
+    cfg = make_config(secured, mqtt, group, startup={"timeout": 300.0})
+    kafka = type(cfg.kafka).model_validate(
+        {
+            **cfg.kafka.model_dump(),
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": apache_kafka.SCRAM,
+            "sasl_username": "ballast-controller",
+            "sasl_password": "not-the-password",
+        }
+    )
+    ctl = Controller(cfg.model_copy(update={"kafka": kafka}))
+    try:
+        async with asyncio.timeout(60):
+            with pytest.raises(CredentialsError) as err:
+                await ctl.start()
+    finally:
+        await ctl.stop()
+    assert "SASL login was refused" in str(err.value)
+    assert "kafka.sasl_password" in str(err.value)
+    member = ManagedConsumer(
+        group,
+        "m1",
+        ["t"],
+        bootstrap_servers=secured.address,
+        kafka_security=wrong,
+        presence=PresenceOptions(mqtt_port=mqtt.port),
+    )
+    async with asyncio.timeout(60):
+        with pytest.raises(CredentialsError, match=r"SASL login was refused.*kafka_security"):
+            await member.start()

@@ -39,6 +39,7 @@ mqtt: {{port: {mqtt.port}, client_id: ctl-{group}, keepalive: 2}}
 rebalance: {{delay: 200ms, leave_grace: 1s, handoff_timeout: 20s}}
 lag: {{source: poll, poll_interval: 1s}}
 groups: [{{name: {group}}}]
+signing: {{required: false}}
 http: {{host: 127.0.0.1, port: {port}}}
 metrics: {{per_member: true, per_member_cap: 2}}
 logging: {{format: json}}

@@ -61,6 +61,7 @@ async def test_a_drain_and_a_pause_survive_the_controller(
         "rebalance: {delay: 200ms, leave_grace: 6s, handoff_timeout: 5s}\n"
         "lag: {source: none}\n"
         f"groups: [{{name: {group}}}]\n"
+        "signing: {required: false}\n"
         f"http: {{port: {port}, admin_token: {TOKEN}}}\n"
         "logging: {format: json}\n"
     )

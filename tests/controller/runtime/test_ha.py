@@ -49,6 +49,7 @@ assignments: {{name: assignments-{run}}}
 ha: {{enabled: true, control_topic: control-{run}, election_group: ctl-{run}, shards: {SHARDS},
       session_timeout: 3s, heartbeat_interval: 500ms, replica_id: {replica}}}
 groups: [{listed}]
+signing: {{required: false}}
 http: {{host: 127.0.0.1, port: {port}}}
 logging: {{format: json}}
 """)

@@ -182,6 +182,7 @@ def _daemon_config(
         f"kafka: {kafka_yaml(kafka)}\n"
         f"mqtt: {{port: {mqtt.port}, client_id: ctl-{group}}}\n"
         f"groups: [{{name: {group}, autoscale: {{min_members: 3}}}}]\n"
+        "signing: {required: false}\n"
         "http: {port: 0}\n"
         f"keda: {{enabled: true, port: {port}}}\n"
         "logging: {format: json}\n"

@@ -162,6 +162,7 @@ mqtt: {{port: {mosquitto.tls_port}, client_id: ctl-{group}, keepalive: 2, userna
 rebalance: {{delay: 200ms, leave_grace: 1s, handoff_timeout: 10s}}
 lag: {{source: none}}
 groups: [{{name: {group}}}]
+signing: {{required: false}}
 http: {{host: 127.0.0.1, port: {port}}}
 logging: {{format: json, level: debug}}
 """)

@@ -28,46 +28,10 @@ pytestmark = pytest.mark.integration
 
 
 class Fleet(ManagedFleet):
-    """Members verifying with the keys each was given, under traffic, the overlap of
-    their holdings sampled every 20 ms."""
-
-    def __init__(
-        self, kafka: embedded.BrokerProcess, mqtt: embedded.BrokerProcess, group: str, topic: str
-    ) -> None:
-        super().__init__(kafka, mqtt, group, topic)
-        self.overlaps: list[str] = []
-        self._tasks: list[asyncio.Task[None]] = []
+    """Members verifying with the keys each was given."""
 
     async def join_with(self, name: str, keys: Sequence[Path] | None) -> ManagedConsumer:
         return await self.join(name, verify_key=list(keys) if keys else None)
-
-    def start_traffic(self) -> None:
-        async def feed() -> None:
-            while True:
-                await self.produce(24)
-                await asyncio.sleep(0.05)
-
-        async def sample() -> None:
-            while True:
-                seen: dict[object, str] = {}
-                for name, m in self.members.items():
-                    for tp in m.assignment:
-                        if tp in seen:
-                            self.overlaps.append(f"{tp} held by {seen[tp]} and {name}")
-                        seen[tp] = name
-                await asyncio.sleep(0.02)
-
-        self._tasks += [asyncio.create_task(feed()), asyncio.create_task(sample())]
-
-    async def stop_traffic(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
-
-    async def stop(self) -> None:
-        await self.stop_traffic()
-        await super().stop()
 
 
 async def _switch(ctl: Controller, cfg: Config, group: str) -> tuple[Controller, int, int]:

@@ -28,6 +28,8 @@ BREAKS = (
     "epoch",  # order records by generation alone: no fence floor, no epochs
     "instance",  # consume any grant under its member id, whoever it was issued to
     "late-stop",  # acknowledge a revoke, and go on reading the partitions a while
+    "late-stop-20ms",  # the same for 20 ms only
+    "commit-after-ack",  # commit only what it gives up, 20 ms after acknowledging that
     "lazy-commit",  # commit only when it leaves, never before acknowledging a revoke
     "poison",  # trust every record: the first malformed one kills it
     "all-partitions",  # read every partition of the assignments topic
@@ -101,6 +103,7 @@ class Member:
             "state": state,
             "generation": self.generation,
             "partitions": sorted([tp.topic, tp.partition] for tp in self.held),
+            "sent_at": time.time(),
         }
         self.mqtt.publish(self.topic, json.dumps(body), qos=1, retain=True).wait_for_publish(5)
 
@@ -179,12 +182,17 @@ class Member:
         revoked = self.held - target
         if ack is not None:
             self.generation = ack
-        if self.broken != "lazy-commit":
+        if self.broken not in ("lazy-commit", "commit-after-ack"):
             self.commit(revoked)
         self.held = target
-        if self.broken == "late-stop" and revoked:
+        if self.broken == "commit-after-ack" and revoked:
             self.announce()
-            self.release_at, self.releasing = time.monotonic() + 1.5, revoked
+            time.sleep(0.02)
+            self.commit(revoked)
+        late = {"late-stop": 1.5, "late-stop-20ms": 0.02}.get(self.broken or "")
+        if late is not None and revoked:
+            self.announce()
+            self.release_at, self.releasing = time.monotonic() + late, revoked
             self.data.assign(sorted(self.held | revoked))
             return
         self.data.assign(sorted(self.held))
@@ -207,7 +215,7 @@ class Member:
             self.positions[tp] = records[-1].offset + 1
         if batch:
             self.out.flush()
-            if self.broken != "lazy-commit":
+            if self.broken not in ("lazy-commit", "commit-after-ack"):
                 self.commit(set(batch))
 
     def run(self) -> None:

@@ -29,6 +29,8 @@ CAUGHT_BY = {
     "epoch": {"own_epoch", "fence", "takeover"},
     "instance": {"instance"},
     "late-stop": {"revoke", "tombstone"},
+    "late-stop-20ms": {"revoke", "tombstone"},
+    "commit-after-ack": {"revoke", "tombstone"},
     "lazy-commit": {"revoke", "tombstone"},
     "poison": {"poison"},
     "all-partitions": {"own_partition"},
