@@ -187,16 +187,18 @@ class MembershipSettings(_Section):
     #: (counted, logged), so names from outside cannot grow the controller without bound.
     max_members: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
     #: With ``source: kafka``: a directory of the members' public keys, one
-    #: ``<member>.pub`` each (``ballast keys generate DIR --member NAME``). Set: a
+    #: ``<member>.pub`` each (``ballast keys generate --out DIR --member NAME``). Set: a
     #: heartbeat counts only when signed by the key of the member it names and newer
     #: than the last, and a member without a key is not admitted (docs/operations.md,
     #: "Member keys"). Unset: anyone who may write the heartbeat topic can speak for any
-    #: member (logged at start). Read again when an unknown member's heartbeat arrives
-    #: (at most every 10 s), so a key added for a new member counts without a restart.
+    #: member (logged at start). Read again when a key is added or removed (looked at no
+    #: more than every 10 s): no restart needed either way.
     member_keys_dir: Path | None = None
+    _member_keys: MemberKeys | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
-    def _member_keys(self) -> MembershipSettings:
+    def _read_member_keys(self) -> MembershipSettings:
+        """Read once, here: a bad key file is a config error, named by ``check-config``."""
         if self.member_keys_dir is None:
             return self
         if self.source != "kafka":
@@ -205,16 +207,14 @@ class MembershipSettings(_Section):
                 "members apart)"
             )
         try:
-            MemberKeys.from_dir(self.member_keys_dir)
+            self._member_keys = MemberKeys.from_dir(self.member_keys_dir)
         except KeyFileError as exc:
             raise ValueError(str(exc)) from None
         return self
 
     def member_keys(self) -> MemberKeys | None:
-        """The keys as they are on disk now (None: heartbeats are not checked)."""
-        if self.member_keys_dir is None:
-            return None
-        return MemberKeys.from_dir(self.member_keys_dir)
+        """The keys as read at start (None: heartbeats are not checked)."""
+        return self._member_keys
 
 
 class LagSettings(_Section):

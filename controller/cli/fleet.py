@@ -217,6 +217,6 @@ def add_worker(sub: Commands) -> None:
         "--member-key",
         type=Path,
         help="with --presence kafka: the member's own private key, signing its heartbeats "
-        "(ballast keys generate DIR --member NAME)",
+        "(ballast keys generate --out DIR --member NAME)",
     )
     p.set_defaults(func=_cmd_worker)

@@ -45,6 +45,7 @@ class Announcer:
         self._mqtt: aiomqtt.Client | None = None
         self._producer: AIOKafkaProducer | None = None
         self._signer = options.heartbeat_signer()
+        self._sending = asyncio.Lock()
 
     @property
     def linked(self) -> bool:
@@ -138,11 +139,12 @@ class Announcer:
         """One heartbeat (None: the tombstone of a clean leave), signed when the member
         has a key of its own."""
         assert self._producer is not None
-        signer = self._signer
-        headers = signer.headers(self._key, body) if signer is not None else None
-        await self._producer.send_and_wait(
-            self.options.heartbeat_topic, body, key=self._key, headers=headers
-        )
+        async with self._sending:  # one at a time: a sequence must not overtake another
+            signer = self._signer
+            headers = signer.headers(self._key, body) if signer is not None else None
+            await self._producer.send_and_wait(
+                self.options.heartbeat_topic, body, key=self._key, headers=headers
+            )
 
     async def stop(self) -> None:
         if self._producer is not None:

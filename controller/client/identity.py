@@ -39,7 +39,7 @@ class PresenceOptions:
     heartbeat_topic: str = "ballast.heartbeats"
     heartbeat_interval: float = 2.0
     #: With ``via="kafka"``: the member's own Ed25519 private key (PEM; ``ballast keys
-    #: generate DIR --member NAME``). Every heartbeat is signed with it, so a controller
+    #: generate --out DIR --member NAME``). Every heartbeat is signed with it, so a controller
     #: with ``membership.member_keys_dir`` knows only this member wrote it.
     member_key: Path | str | None = None
 

@@ -171,6 +171,7 @@ class HeartbeatLink:
         self._interval = options.heartbeat_interval
         self._key = assignment_key(group, member)
         self._signer = options.heartbeat_signer()
+        self._sending = threading.Lock()
         self._make = make
         self._send = send
         self._on_death = on_death
@@ -198,8 +199,11 @@ class HeartbeatLink:
                 self._heartbeat(None)
 
     def _heartbeat(self, body: bytes | None) -> None:
-        signer = self._signer
-        self._send(self._key, body, signer.headers(self._key, body) if signer else ())
+        """Signed and sent one at a time (the beat thread and an acknowledgement may
+        race): the controller refuses a sequence older than one it has seen."""
+        with self._sending:
+            signer = self._signer
+            self._send(self._key, body, signer.headers(self._key, body) if signer else ())
 
     def close(self) -> None:
         self._stop.set()

@@ -73,13 +73,13 @@ class ConnectionGuard:
         self._idle[transport] = loop.call_later(self._idle_timeout, self._close, transport, "idle")
 
     def _close(self, transport: asyncio.Transport, reason: Reason) -> None:
-        if (timer := self._idle.pop(transport, None)) is not None:
-            timer.cancel()
-        if self._open.pop(transport, None) is not None:
+        if transport in self._open:
+            self.forget(transport)
             transport.abort()
             self._on_close(reason)
 
     def forget(self, transport: asyncio.Transport) -> None:
+        """The connection ended (or is being ended): nothing of it is kept."""
         if (timer := self._idle.pop(transport, None)) is not None:
             timer.cancel()
         self._open.pop(transport, None)

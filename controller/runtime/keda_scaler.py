@@ -56,6 +56,7 @@ GRPC_OPTIONS = (
 )
 
 R = TypeVar("R")
+_REFUSALS = logs.Throttle()
 
 
 class KedaScaler:
@@ -125,7 +126,9 @@ class KedaScaler:
     async def _stream_is_active(self, request: bytes, context: Any) -> AsyncIterator[bytes]:
         ref = await self._read(read_scaled_object_ref, request, context)
         if self._streams >= self._cfg.keda.max_streams:
-            log.warning("keda_streams_refused", streams=self._streams)
+            held = _REFUSALS.allow("streams")
+            if held is not None:  # a flood of streams is counted, not logged line by line
+                log.warning("keda_streams_refused", streams=self._streams, suppressed=held)
             await self._refuse(
                 context,
                 "RESOURCE_EXHAUSTED",

@@ -60,7 +60,7 @@ def mqtt_auth(m: MqttSettings) -> MqttAuth:
 
 
 _THROTTLE = logs.Throttle()
-#: How often, at most, the member keys are read again for an unknown member (s).
+#: How often, at most, the member keys directory is looked at for keys added or removed (s).
 KEYS_REREAD = 10.0
 #: A signed heartbeat whose sequence (the member's clock, ns) is older than this many
 #: session timeouts is a replay: refused even before its member's first heartbeat since
@@ -207,7 +207,7 @@ class KafkaHeartbeats:
         self._health = health or Health(metrics)
         self._last: dict[tuple[str, str], float] = {}
         #: Admitted members' keys (None: heartbeats are not checked), read again when
-        #: an unknown member writes, at most every ``KEYS_REREAD`` seconds.
+        #: one is added or removed (looked at every ``KEYS_REREAD`` seconds at most).
         self._keys = cfg.membership.member_keys()
         self._keys_read = time.monotonic()
         #: The newest sequence each keyed member signed: only what is newer counts.
@@ -219,7 +219,7 @@ class KafkaHeartbeats:
                 "heartbeat topic can join, acknowledge or leave for any member",
             )
         else:
-            log.info("member_keys", members=len(self._keys.members))
+            log.info("member_keys", members=len(self._keys))
 
     def expect(self, group: str, member: str) -> None:
         """A recovered member: alive until it stays silent for a session timeout."""
@@ -298,12 +298,14 @@ class KafkaHeartbeats:
         """Whether the member the key names wrote this heartbeat, after its last one."""
         if self._keys is None:
             return True
-        if member not in self._keys.members and self._keys_read + KEYS_REREAD < time.monotonic():
+        if self._keys_read + KEYS_REREAD < time.monotonic():
             self._keys_read = time.monotonic()
-            try:
-                self._keys = MemberKeys.from_dir(self._keys.directory)
-            except KeyFileError as exc:  # keep the keys read before: one bad file
-                log.warning("member_keys_not_read", error=str(exc))
+            if self._keys.changed():
+                try:
+                    self._keys = MemberKeys.from_dir(self._keys.directory)
+                    log.info("member_keys", members=len(self._keys))
+                except KeyFileError as exc:  # keep the keys read before: one bad file
+                    log.warning("member_keys_not_read", error=str(exc))
         sequence, problem = self._keys.vouch(member, key, value, headers, source)
         if problem is None and sequence is not None:
             oldest = time.time_ns() - round(

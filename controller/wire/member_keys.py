@@ -74,16 +74,20 @@ class Vouched(NamedTuple):
 class MemberKeys:
     """The public key of every member admitted on the heartbeat path."""
 
-    def __init__(self, keys: Mapping[str, Ed25519PublicKey], directory: Path) -> None:
+    def __init__(
+        self, keys: Mapping[str, Ed25519PublicKey], directory: Path, version: int = 0
+    ) -> None:
         self._verifiers = {member: Verifier([key]) for member, key in keys.items()}
-        #: Where they were read (read again for a member added since).
+        #: Where they were read, and the directory's mtime then (``changed()``).
         self.directory = directory
+        self.version = version
 
     @classmethod
     def from_dir(cls, directory: Path) -> MemberKeys:
         """Every ``<member>.pub`` in ``directory`` (other files are ignored);
         ``KeyFileError`` naming the file that is not an Ed25519 public key."""
         try:
+            version = directory.stat().st_mtime_ns
             names = sorted(p.name for p in directory.iterdir())
         except OSError as exc:
             raise KeyFileError(f"{directory}: cannot list member keys: {exc.strerror}") from exc
@@ -91,11 +95,19 @@ class MemberKeys:
         if len(members) > MAX_MEMBER_KEYS:
             raise KeyFileError(f"{directory}: more than {MAX_MEMBER_KEYS} member keys")
         keys = {member: load_public(directory / f"{member}.pub") for member in members}
-        return cls(keys, directory)
+        return cls(keys, directory, version)
 
-    @property
-    def members(self) -> frozenset[str]:
-        return frozenset(self._verifiers)
+    def __len__(self) -> int:
+        return len(self._verifiers)
+
+    def changed(self) -> bool:
+        """Whether a key was added or removed since they were read (the directory's
+        mtime moved: a Kubernetes Secret mount swaps its ``..data`` link, which moves
+        it too). An unlistable directory counts as unchanged: the keys read stay."""
+        try:
+            return self.directory.stat().st_mtime_ns != self.version
+        except OSError:
+            return False
 
     def vouch(
         self,

@@ -155,16 +155,24 @@ def test_a_replayed_heartbeat_never_counts(keys: Path, monkeypatch: pytest.Monke
     assert restarted.refused == 1
 
 
-def test_a_key_added_later_is_read_again(keys: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_keys_added_and_removed_on_a_running_controller_count(
+    keys: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator adds w3's key and removes w2's while the controller runs: once the
+    directory is looked at again, w3 is admitted and w2 no longer is."""
     r = Reader(keys)
     _, public = generate(keys / "keys", "w3")
     body = _body("w3")
     r.send("w3", body, _signed(keys, "w3", body))
     assert r.seen == []  # not admitted: its key is not in the directory yet
     (keys / "pubs" / "w3.pub").write_bytes(public.read_bytes())
+    (keys / "pubs" / "w2.pub").unlink()
     monkeypatch.setattr(membership, "KEYS_REREAD", 0.0)
     r.send("w3", body, _signed(keys, "w3", body))
+    w2 = _body("w2")
+    r.send("w2", w2, _signed(keys, "w2", w2))
     assert [p.member for p in r.seen] == ["w3"]
+    assert r.refused == 2
 
 
 def test_member_keys_settings_are_validated(keys: Path) -> None:
