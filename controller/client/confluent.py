@@ -42,6 +42,7 @@ from controller.client.failure import MemberFailedError
 from controller.client.grants import Partition, RawRecord
 from controller.client.identity import PresenceOptions
 from controller.client.sync_binding import Clients, ClientSettings, SyncBinding
+from controller.errors import CredentialsError
 from controller.wire.assignments import READ_ISOLATION
 from controller.wire.signing import Header
 
@@ -65,6 +66,10 @@ _COORDINATOR_ERRORS = frozenset(
         KafkaError._TRANSPORT,
     }
 )
+#: How long one metadata request waits before the login's fate is looked at (s).
+LOOK_INTERVAL = 0.5
+#: What librdkafka reports when a broker refuses the login: no retry mends it.
+_REFUSALS = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
 #: Where a partition without a commit starts, by librdkafka's ``auto.offset.reset``.
 _RESET_TO = {
     "smallest": OFFSET_BEGINNING,
@@ -97,7 +102,7 @@ class BallastConsumer(SyncBinding[Message]):
         reset = _RESET_TO.get(str(data["auto.offset.reset"]), OFFSET_INVALID)
         return Clients(
             _Data(Consumer(data), reset),
-            _Log(common, s.identity.instance),
+            _Log(common, s.identity.instance, s.bootstrap_servers),
             lambda: _Heartbeats(common),
         )
 
@@ -214,12 +219,17 @@ class _Data:
 
 class _Log:
     """One partition of the assignments topic, from its start, committed transactions
-    only. librdkafka wants a group id even for a reader that never commits."""
+    only. librdkafka wants a group id even for a reader that never commits. It is the
+    member's first client to reach Kafka, so it tells a refused login (``error_cb``)
+    from a broker not up yet."""
 
-    def __init__(self, common: Mapping[str, Any], instance: str) -> None:
+    def __init__(self, common: Mapping[str, Any], instance: str, bootstrap: str) -> None:
+        self._bootstrap = bootstrap
+        self._refusal: str | None = None
         self._consumer = Consumer(
             {
                 **common,
+                "error_cb": self._on_error,
                 "group.id": f"ballast-reader-{instance}",
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
@@ -233,8 +243,33 @@ class _Log:
         self._tp: TopicPartition | None = None
         self._next = 0
 
+    def _on_error(self, err: KafkaError) -> None:
+        text = str(err.str())
+        if err.code() in _REFUSALS:
+            self._refusal = self._refusal or f"the SASL login was refused ({text[:200]})"
+        elif err.code() == KafkaError._SSL and "verify failed" in text:
+            self._refusal = (
+                self._refusal or f"the broker's TLS certificate did not verify ({text[:200]})"
+            )
+
     def partition_count(self, topic: str) -> int | None:
-        meta = self._consumer.list_topics(topic, timeout=REQUEST_TIMEOUT).topics.get(topic)
+        """``CredentialsError`` as soon as librdkafka reports a refused login (within a
+        ``LOOK_INTERVAL`` of it), instead of its transport error ``REQUEST_TIMEOUT`` later."""
+        deadline = time.monotonic() + REQUEST_TIMEOUT
+        while True:
+            try:
+                listed = self._consumer.list_topics(topic, timeout=LOOK_INTERVAL)
+                break
+            except KafkaException:
+                self._consumer.poll(0)  # serves error_cb
+                if self._refusal is not None:
+                    raise CredentialsError(
+                        f"Kafka at {self._bootstrap}: {self._refusal}: check kafka_config "
+                        "(sasl.username, sasl.password, ssl.ca.location)"
+                    ) from None
+                if time.monotonic() > deadline:
+                    raise
+        meta = listed.topics.get(topic)
         if meta is None or meta.error is not None:
             return None
         return len(meta.partitions) or None

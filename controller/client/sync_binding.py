@@ -183,7 +183,11 @@ class SyncBinding(ABC, Generic[R]):
                 ),
                 on_death=lambda exc: m.fail_stop("heartbeats", exc),
             )
-        m.start(link)
+        try:
+            m.start(link)
+        except BaseException:
+            self._close_sender()  # the member closed its clients; nothing is left open
+            raise
         if self._samples_to is not None:
             self._sampler = _Sampler(
                 self._samples_to, self._sample_interval, self._make_sender(), self.offset_samples

@@ -11,16 +11,23 @@ import json
 import shutil
 import signal
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaProducer
 
+from controller.runtime.daemon import Controller
 from controller.tools import embedded
 from controller.tools.audit import run_audit
 from controller.tools.chaos import checker
 from controller.tools.chaos.nemesis import GROUP, Run
 from controller.tools.conformance import run_conformance
-from tests.brokers import BROKER, needs_kafka
+from controller.wire.records import Assignment, assignment_key
+from controller.wire.signing import generate, key_id, load_public
+from tests.brokers import BROKER, make_config, needs_kafka
 
 # Not on Tansu: Kafka's Java client 4.4 gets no answer to its ListOffsets there
 # ("Failed to get offsets by times in 60000ms"), so it cannot even seek.
@@ -108,3 +115,99 @@ async def test_the_java_member_keeps_every_rule_of_the_conformance_kit(
     assert outcomes.pop("will") == ("n/a", "presence over Kafka heartbeats: silence is the "
                                     "session's end")  # fmt: skip
     assert all(o == "pass" for o, _ in outcomes.values()), outcomes
+
+
+async def test_the_java_member_signs_its_heartbeats_and_verifies_its_grants(
+    *,
+    kafka: embedded.BrokerProcess,
+    mqtt: embedded.BrokerProcess,
+    names: tuple[str, str],
+    topic: str,
+    tmp_path: Path,
+    java_classpath: str,
+) -> None:
+    """With signing and ``membership.member_keys_dir``: the Java member's signed
+    heartbeats are admitted and its acknowledgements count, it applies only grants the
+    controller's key signed (an unsigned forgery revoking everything is skipped), and a
+    Java member without a key of its own is not admitted."""
+    group = names[0]
+    heartbeats = f"{group}.heartbeats"
+    private, public = generate(tmp_path / "controller", "signing")
+    keys, admitted = tmp_path / "members", tmp_path / "admitted"
+    admitted.mkdir()
+    _, member_public = generate(keys, "wj1")
+    (admitted / member_public.name).write_bytes(member_public.read_bytes())
+    cfg = make_config(
+        kafka,
+        mqtt,
+        group,
+        membership={
+            "source": "kafka",
+            "heartbeat_topic": heartbeats,
+            "member_keys_dir": str(admitted),
+        },
+        signing={"private_key_file": str(private)},
+    )
+    ctl = Controller(cfg)
+    await ctl.start()
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(name: str, *extra: str) -> None:
+        argv = ["java", "-cp", java_classpath, "dev.ballast.member.Worker"]
+        argv += ["--bootstrap", kafka.address, "--group", group, "--member", name, "--topic", topic]
+        argv += ["--assignments-topic", cfg.assignments.name, "--heartbeat-topic", heartbeats]
+        argv += ["--out", str(tmp_path / f"{name}.out"), "--heartbeat-interval-ms", "300"]
+        argv += ["--public-key", str(public), *extra]
+        log = (tmp_path / f"{name}.log").open("ab")
+        procs[name] = subprocess.Popen(argv, stderr=log, stdout=subprocess.DEVNULL)
+
+    async def until(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not check():
+            assert asyncio.get_running_loop().time() < deadline, what
+            await asyncio.sleep(0.2)
+
+    def view() -> dict[str, Any]:
+        return ctl.group_view(group)["members"]  # type: ignore[return-value]
+
+    try:
+        start("wj1", "--member-key", str(keys / "wj1.key"))
+        start("wj2")  # no key of its own: its heartbeats are refused
+        await until(lambda: len(view().get("wj1", {}).get("granted", [])) == 12, "wj1 holds all")
+        state = ctl.state.groups[group].state
+        await until(
+            lambda: view()["wj1"]["applied_generation"] == state.reconciler.written.get("wj1"),
+            "wj1's signed acknowledgement counts",
+        )
+        assert view()["wj1"]["verify_keys"] == [key_id(load_public(public))]
+        assert "wj2" not in view()
+        events = tmp_path / "wj1.out.events"
+        await until(lambda: b'"granted"' in events.read_bytes(), "wj1 applied its signed grant")
+        forged = Assignment(
+            group=group,
+            member="wj1",
+            generation=1_000,
+            controller_epoch=1_000,
+            partitions=[],
+            issued_at=time.time(),
+        ).encode()
+        producer = AIOKafkaProducer(bootstrap_servers=kafka.address)
+        await producer.start()
+        try:
+            await producer.send_and_wait(
+                cfg.assignments.name, forged, key=assignment_key(group, "wj1")
+            )
+        finally:
+            await producer.stop()
+        log = tmp_path / "wj1.log"
+        await until(lambda: b"unsigned record" in log.read_bytes(), "wj1 skipped the forgery")
+        await asyncio.sleep(1)
+        assert b'"revoked"' not in events.read_bytes()
+        assert len(view()["wj1"]["granted"]) == 12
+        assert "wj2" not in view()
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+        for proc in procs.values():
+            proc.wait(30)
+        await ctl.stop()

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +35,7 @@ from controller.adapters import topics as topics_module
 from controller.adapters.metadata import topic_metadata
 from controller.adapters.topics import BrokerRefusalError, ensure_topic, partition_count
 from controller.client import PresenceOptions
+from controller.client.confluent import BallastConsumer
 from controller.client.consumer import ManagedConsumer
 from controller.config import Config
 from controller.core.views import group_view
@@ -44,6 +47,7 @@ from controller.tools.audit import run_audit
 from controller.wire.assignments import READ_ISOLATION
 from controller.wire.records import Assignment, assignment_key
 from tests.brokers import make_config, needs_kafka
+from tests.certs import server_cert
 from tests.controller.runtime.test_controller import running
 
 pytestmark = [pytest.mark.integration, needs_kafka]
@@ -592,3 +596,72 @@ async def test_a_refused_sasl_login_fails_fast_and_names_the_credential(
     async with asyncio.timeout(60):
         with pytest.raises(CredentialsError, match=r"SASL login was refused.*kafka_security"):
             await member.start()
+
+
+def test_a_refused_sasl_login_ends_the_confluent_bindings_start(
+    secured: embedded.BrokerProcess, names: tuple[str, str]
+) -> None:
+    """librdkafka reports a refused login only to ``error_cb`` and then fails with a
+    transport error: the binding's start ends with ``CredentialsError`` naming the
+    settings to check, and closes its clients (the ``with`` never enters)."""
+    wrong = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": apache_kafka.SCRAM,
+        "sasl.username": "fleet",
+        "sasl.password": "not-the-password",
+    }
+    with pytest.raises(CredentialsError, match=r"SASL login was refused.*sasl\.password"):
+        _confluent_member(secured.address, names[0], wrong).start()
+
+
+def _confluent_member(address: str, group: str, kafka_config: dict[str, str]) -> BallastConsumer:
+    return BallastConsumer(
+        group,
+        "m1",
+        ["t"],
+        bootstrap_servers=address,
+        kafka_config=kafka_config,
+        presence=PresenceOptions(via="kafka"),
+    )
+
+
+async def test_an_unverified_broker_certificate_fails_fast_and_names_the_setting(
+    mqtt: embedded.BrokerProcess, names: tuple[str, str], tmp_path: Path
+) -> None:
+    """A broker whose certificate the configured CA did not sign is refused for good: the
+    controller's start, ``ManagedConsumer.start()`` and ``BallastConsumer.start()`` end
+    with ``CredentialsError`` naming the CA setting, instead of retrying it as a broker
+    not up yet (``startup.timeout`` is 300 s here; the bound below is a liveness bound)."""
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "other").mkdir()
+    ours, other = server_cert(tmp_path / "ours"), server_cert(tmp_path / "other")
+    with apache_kafka.kafka(tmp_path, tls=(ours.cert, ours.key)).start(timeout=60.0) as broker:
+        cfg = make_config(broker, mqtt, names[0], startup={"timeout": 300.0})
+        kafka = type(cfg.kafka).model_validate(
+            {**cfg.kafka.model_dump(), "security_protocol": "SSL", "ssl_cafile": str(other.ca)}
+        )
+        ctl = Controller(cfg.model_copy(update={"kafka": kafka}))
+        try:
+            async with asyncio.timeout(60):
+                with pytest.raises(CredentialsError, match=r"certificate did not verify"):
+                    await ctl.start()
+        finally:
+            await ctl.stop()
+        member = ManagedConsumer(
+            names[0],
+            "m1",
+            ["t"],
+            bootstrap_servers=broker.address,
+            kafka_security={
+                "security_protocol": "SSL",
+                "ssl_context": ssl.create_default_context(cafile=str(other.ca)),
+            },
+            presence=PresenceOptions(mqtt_port=mqtt.port),
+        )
+        async with asyncio.timeout(60):
+            with pytest.raises(CredentialsError, match=r"certificate did not verify.*ssl_context"):
+                await member.start()
+        tls = {"security.protocol": "SSL", "ssl.ca.location": str(other.ca)}
+        binding = _confluent_member(broker.address, names[0], tls)
+        with pytest.raises(CredentialsError, match=r"certificate did not verify.*ssl\.ca"):
+            await asyncio.to_thread(binding.start)

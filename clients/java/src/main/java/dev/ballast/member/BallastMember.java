@@ -5,6 +5,7 @@ import dev.ballast.member.Records.Entry;
 import dev.ballast.member.Records.Grant;
 import dev.ballast.member.Records.InvalidRecord;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.Collection;
@@ -46,7 +47,12 @@ public final class BallastMember implements AutoCloseable {
         void assigned(Collection<TopicPartition> partitions);
     }
 
-    /** Where the member is and how it announces itself. */
+    /**
+     * Where the member is and how it announces itself. {@code publicKeys}: the controller's
+     * public keys (PEM files; empty: grants are not verified; two while a key is replaced);
+     * {@code memberKey}: this member's own private key (null: heartbeats are not signed,
+     * which a controller with {@code membership.member_keys_dir} does not admit).
+     */
     public record Settings(
             String bootstrap,
             String group,
@@ -54,8 +60,11 @@ public final class BallastMember implements AutoCloseable {
             List<String> topics,
             String assignmentsTopic,
             String heartbeatTopic,
-            Duration heartbeatInterval) {
+            Duration heartbeatInterval,
+            List<Path> publicKeys,
+            Path memberKey) {
         public Settings {
+            publicKeys = List.copyOf(publicKeys);
             if (!Records.isName(group)) throw new IllegalArgumentException("group: not a Kafka name: " + group);
             if (!Records.isMember(member)) throw new IllegalArgumentException("member: not a member id: " + member);
             if (topics.isEmpty() || !topics.stream().allMatch(Records::isName)) {
@@ -71,6 +80,8 @@ public final class BallastMember implements AutoCloseable {
     private final String instance;
     private final byte[] key;
     private final FencingView view;
+    private final Signing.Verifier verifier;
+    private final Signing.HeartbeatSigner signer;
     private final KafkaConsumer<byte[], byte[]> reader;
     private final KafkaConsumer<byte[], byte[]> data;
     private final KafkaProducer<byte[], byte[]> producer;
@@ -91,6 +102,10 @@ public final class BallastMember implements AutoCloseable {
         this.instance = HexFormat.of().formatHex(random);
         this.key = Records.assignmentKey(settings.group(), settings.member()).getBytes(StandardCharsets.UTF_8);
         this.view = new FencingView(settings.group(), settings.member());
+        this.verifier = settings.publicKeys().isEmpty() ? null
+                : new Signing.Verifier(settings.publicKeys().stream().map(Signing::loadPublic).toList());
+        this.signer = settings.memberKey() == null ? null
+                : new Signing.HeartbeatSigner(Signing.loadPrivate(settings.memberKey()));
         Properties common = new Properties();
         common.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, settings.bootstrap());
         common.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
@@ -208,7 +223,7 @@ public final class BallastMember implements AutoCloseable {
                 data.assign(List.of());
                 held = Set.of();
                 announce("leaving");
-                producer.send(new ProducerRecord<>(settings.heartbeatTopic(), key, null));
+                send(null);
                 producer.flush();
             }
         } finally {
@@ -244,7 +259,7 @@ public final class BallastMember implements AutoCloseable {
         if (!k.equals(settings.group()) && !java.util.Arrays.equals(record.key(), key)) return;
         Entry entry;
         try {
-            entry = Records.read(record.key(), record.value(), record.headers());
+            entry = Records.read(record.key(), record.value(), record.headers(), verifier);
         } catch (InvalidRecord e) {
             invalid++;
             System.err.printf("{\"event\":\"invalid_assignment_record\",\"offset\":%d,\"reason\":\"%s\"}%n",
@@ -299,10 +314,17 @@ public final class BallastMember implements AutoCloseable {
 
     private void announce(String state) {
         byte[] body = Records.presence(settings.group(), settings.member(), settings.topics(), instance,
-                state, generation, held);
-        producer.send(new ProducerRecord<>(settings.heartbeatTopic(), key, body));
+                state, generation, held, verifier == null ? null : verifier.keyIds());
+        send(body);
         producer.flush();
         nextBeat = System.currentTimeMillis() + settings.heartbeatInterval().toMillis();
+    }
+
+    /** A heartbeat (null: the leave's tombstone), signed when the member has a key. */
+    private void send(byte[] body) {
+        ProducerRecord<byte[], byte[]> record = new ProducerRecord<>(settings.heartbeatTopic(), key, body);
+        if (signer != null) signer.headers(key, body).forEach(record.headers()::add);
+        producer.send(record);
     }
 
     private static void sleep(long millis) {

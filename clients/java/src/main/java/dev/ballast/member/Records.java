@@ -73,8 +73,13 @@ final class Records {
         return s != null && MEMBER.matcher(s).matches();
     }
 
-    static Entry read(byte[] key, byte[] value, Headers headers) throws InvalidRecord {
+    /** {@code verifier}: null to take unsigned records, else only what its keys signed. */
+    static Entry read(byte[] key, byte[] value, Headers headers, Signing.Verifier verifier) throws InvalidRecord {
         try {
+            if (verifier != null) {
+                String problem = verifier.problem("assignments", key == null ? new byte[0] : key, value, headers);
+                if (problem != null) throw new InvalidRecord(problem);
+            }
             return readEntry(key, value, headers);
         } catch (RuntimeException e) { // whatever the bytes: the one documented error
             throw new InvalidRecord("unreadable (" + e.getClass().getSimpleName() + ")");
@@ -115,7 +120,7 @@ final class Records {
 
     /** A presence on the heartbeat topic (docs/protocol.md, "Member presence"). */
     static byte[] presence(String group, String member, Collection<String> topics, String instance,
-            String state, long generation, Collection<TopicPartition> held) {
+            String state, long generation, Collection<TopicPartition> held, List<String> verifyKeys) {
         ObjectNode body = JSON.createObjectNode();
         body.put("version", 1);
         body.put("group", group);
@@ -127,6 +132,10 @@ final class Records {
         body.put("generation", generation);
         ArrayNode ps = body.putArray("partitions");
         sorted(held).forEach(tp -> ps.addArray().add(tp.topic()).add(tp.partition()));
+        if (verifyKeys != null) {
+            ArrayNode ks = body.putArray("verify_keys");
+            verifyKeys.forEach(ks::add);
+        }
         body.put("sent_at", System.currentTimeMillis() / 1000.0);
         try {
             return JSON.writeValueAsBytes(body);

@@ -4,6 +4,7 @@ import java.io.FileWriter;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -27,19 +28,33 @@ import org.apache.kafka.common.TopicPartition;
  * <pre>java -cp ... dev.ballast.member.Worker --bootstrap HOST:PORT --group G --member M
  *     --topic T [--topic T2] --out FILE [--heartbeat-topic ballast.heartbeats]
  *     [--assignments-topic ballast.assignments] [--heartbeat-interval-ms 500]
- *     [--restart | --hand-off]</pre>
+ *     [--restart | --hand-off] [--public-key controller.pub]... [--member-key M.key]</pre>
+ *
+ * A bad argument or key file ends it at once with one line and exit code 2.
  */
 public final class Worker {
     private Worker() {}
 
     public static void main(String[] argv) throws IOException, InterruptedException {
+        try {
+            run(argv);
+        } catch (IllegalArgumentException e) { // a bad argument or key file (Signing.KeyFileError)
+            System.err.println("ballast java member: " + e.getMessage());
+            System.exit(2);
+        }
+    }
+
+    private static void run(String[] argv) throws IOException, InterruptedException {
         Map<String, List<String>> args = parse(argv);
+        String memberKey = one(args, "--member-key", "");
         BallastMember.Settings settings = new BallastMember.Settings(
                 one(args, "--bootstrap", null), one(args, "--group", null), one(args, "--member", null),
                 args.getOrDefault("--topic", List.of()),
                 one(args, "--assignments-topic", "ballast.assignments"),
                 one(args, "--heartbeat-topic", "ballast.heartbeats"),
-                Duration.ofMillis(Long.parseLong(one(args, "--heartbeat-interval-ms", "500"))));
+                Duration.ofMillis(Long.parseLong(one(args, "--heartbeat-interval-ms", "500"))),
+                args.getOrDefault("--public-key", List.of()).stream().map(Path::of).toList(),
+                memberKey.isEmpty() ? null : Path.of(memberKey));
         boolean restart = args.containsKey("--restart");
         boolean handOff = args.containsKey("--hand-off");
         String out = one(args, "--out", null);
