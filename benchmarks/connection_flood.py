@@ -4,7 +4,9 @@ Loopback only, no brokers: ``ballast run`` with its brokers unreachable stays al
 not ready, serving HTTP (the API port and ``http.metrics_port``) and KEDA's scaler, which
 is what a flood meets first. Two flooder processes open ``--connections`` sockets
 between them, half of them idle and half trickling a header byte every 5 s, spread over
-both HTTP ports and the scaler's, and open a new one whenever the daemon closes one.
+both HTTP ports and the scaler's, and (``--reopen``, the default) open a new one
+whenever the daemon closes one; ``--no-reopen``: each socket is opened once and held
+until the daemon closes it (20 000 idle and slow connections, as they arrive).
 Meanwhile ``/healthz`` on each HTTP port and KEDA's ``IsActive`` are timed every 0.5 s
 (answered UNAVAILABLE here: no group is led; any answer counts), and the daemon's open
 file descriptors are sampled.
@@ -15,6 +17,7 @@ Two daemons, one after the other: ``bounded`` (the defaults: ``http.max_connecti
 before the bounds). Printed: one JSON object per daemon.
 
     python benchmarks/connection_flood.py --connections 20000 --seconds 30
+    python benchmarks/connection_flood.py --connections 20000 --seconds 30 --no-reopen
 """
 
 from __future__ import annotations
@@ -48,17 +51,20 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def _flood(ports: list[int], count: int, seconds: float) -> None:
-    """Keep ``count`` sockets open against ``ports``; every other one trickles."""
+async def _flood(ports: list[int], count: int, seconds: float, reopen: bool) -> None:
+    """Keep ``count`` sockets open against ``ports`` (``reopen``: a new one for each one
+    closed); every other one trickles."""
 
     async def one(i: int) -> None:
         end = time.monotonic() + seconds
-        while time.monotonic() < end:
+        opened = False
+        while time.monotonic() < end and (reopen or not opened):
             try:
                 reader, writer = await asyncio.open_connection("127.0.0.1", ports[i % len(ports)])
             except OSError:
                 await asyncio.sleep(0.5)
                 continue
+            opened = True
             try:
                 while time.monotonic() < end and not reader.at_eof():
                     if i % 2:
@@ -132,7 +138,9 @@ async def _probe(api: int, metrics: int, keda: int, seconds: float, pid: int) ->
     }
 
 
-async def _one(mode: str, connections: int, seconds: float, tmp: Path) -> dict[str, object]:
+async def _one(
+    mode: str, connections: int, seconds: float, reopen: bool, tmp: Path
+) -> dict[str, object]:
     api, metrics, keda, dead = (_free_port() for _ in range(4))
     limits = (
         "max_connections: 65536, idle_timeout: 86400"
@@ -171,12 +179,14 @@ async def _one(mode: str, connections: int, seconds: float, tmp: Path) -> dict[s
         floods = [
             subprocess.Popen(
                 [sys.executable, __file__, "--flood", ports, str(connections // 2), str(hold)]
+                + ([] if reopen else ["--no-reopen"])
             )
             for _ in range(2)
         ]
         await asyncio.sleep(5)  # the flood is in place
         out = await _probe(api, metrics, keda, seconds, daemon.pid)
-        return {"daemon": mode, "connections": connections, "alive": daemon.poll() is None, **out}
+        alive = daemon.poll() is None
+        return {"daemon": mode, "connections": connections, "reopen": reopen, "alive": alive, **out}
     finally:
         for flood in floods:
             flood.kill()
@@ -194,16 +204,19 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=20_000)
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--daemons", default="bounded,unbounded")
+    parser.add_argument("--reopen", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--flood", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     _raise_fd_limit()
     if args.flood:
         ports, count, hold = args.flood
-        asyncio.run(_flood([int(p) for p in ports.split(",")], int(count), float(hold)))
+        hosts = [int(p) for p in ports.split(",")]
+        asyncio.run(_flood(hosts, int(count), float(hold), args.reopen))
         return
     with tempfile.TemporaryDirectory(prefix="ballast-flood-") as tmp:
         for mode in args.daemons.split(","):
-            print(json.dumps(asyncio.run(_one(mode, args.connections, args.seconds, Path(tmp)))))
+            result = _one(mode, args.connections, args.seconds, args.reopen, Path(tmp))
+            print(json.dumps(asyncio.run(result)))
 
 
 if __name__ == "__main__":

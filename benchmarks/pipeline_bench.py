@@ -80,6 +80,7 @@ def stream(args: argparse.Namespace) -> dict[str, object]:
                 },
             }
         )
+        asyncio.run(lagjob.create_topics(cfg))  # as `ballast pipeline lag` does
         spark = session(args.master, args.shuffle)
         query = lagjob.start(spark, cfg, checkpoint=str(Path(tmp) / "cp"))
         try:
@@ -97,6 +98,7 @@ def stream(args: argparse.Namespace) -> dict[str, object]:
         "samples": args.samples,
         "partitions": args.partitions,
         "batches": len(batches),
+        "rows": sum(p.numInputRows for p in batches),
         "rows_after_warmup": rows,
         "seconds_after_warmup": round(seconds, 2),
         "samples_per_second": round(rows / seconds) if seconds else None,

@@ -22,8 +22,10 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from controller.runtime.assignment_log import read_assignment_log
 from controller.tools import embedded
 from controller.tools.audit import run_audit
+from controller.wire.records import LoggedRecord
 from tests.brokers import kafka_yaml, restartable_broker, start_daemon
 
 pytestmark = pytest.mark.integration
@@ -243,8 +245,8 @@ async def test_fleet_under_faults(  # noqa: PLR0917
         await c.settled(3)
 
         # Rolling restart of c within leave_grace: nothing moves. (c was started for clean
-        # leaves; it leaves and comes back as a worker that restarts instead.) The one
-        # publication is c's unchanged grant, issued again to the new process.
+        # leaves; it leaves and comes back as a worker that restarts instead.) What is
+        # published is c's unchanged grant, issued again to the new process.
         generation = c.view()["generation"]
         c.signal_worker("c", signal.SIGTERM)
         c.start_worker("c", restart=True)
@@ -256,8 +258,10 @@ async def test_fleet_under_faults(  # noqa: PLR0917
         c.start_worker("c", restart=True)
         await c.published_after(generation)
         await c.settled(3)
-        assert c.view()["generation"] == generation + 1
         assert c.granted() == grants
+        since = await _grants_since(kafka.address, group, generation)
+        assert ("c", json.dumps(grants["c"])) in since
+        assert since <= {(m, json.dumps(held)) for m, held in grants.items()}
         await c.clean_round(120, report, "rolling_restart")
 
         # Controller SIGKILL in the middle of a handoff (a join starts revokes), then restart.
@@ -314,12 +318,33 @@ async def test_rolling_restart_moves_nothing(  # noqa: PLR0917
             # Settled alone can hold before the controller has heard of the restart.
             await c.published_after(seen)
             await c.settled(2)
-        # One publication per restart: the member's grant, unchanged, issued to the new
-        # process (docs/fencing.md, "Restarts").
-        assert c.view()["generation"] == generation + 2
+        # Each restart republishes the member's grant, unchanged, for the new process
+        # (docs/fencing.md, "Restarts"); how many times depends on timing (a presence
+        # seen late), so what is asserted is the promise: every record since grants
+        # its member exactly what it held before, and both were issued again.
+        assert c.view()["generation"] > generation
         assert c.granted() == before
+        since = await _grants_since(kafka.address, names[0], generation)
+        assert since == {(m, json.dumps(held)) for m, held in before.items()}
     finally:
         c.stop()
+
+
+async def _grants_since(address: str, group: str, generation: int) -> set[tuple[str, str]]:
+    """Each distinct (member, its partitions as JSON, as the API lists them) that a
+    record of ``group`` numbered above ``generation`` grants (a tombstone: ``[]``)."""
+    logged = await read_assignment_log({"bootstrap_servers": address}, "ballast.assignments", "t")
+    out = set()
+    for e in logged:
+        if not isinstance(e, LoggedRecord) or e.group != group:
+            continue
+        numbered = e.generation
+        if numbered is None:
+            numbered = e.record.generation if e.record else 0
+        if numbered > generation:
+            held = sorted(e.record.held()) if e.record else []
+            out.add((e.member, json.dumps([[tp.topic, tp.partition] for tp in held])))
+    return out
 
 
 async def test_mqtt_broker_restart(
