@@ -45,6 +45,8 @@ from controller.wire.records import LagRecord, decode
 
 GROUP = "loop"
 SAMPLES, LAG = "loop.samples", "loop.lag"
+#: Seconds between two comparisons of the controller's view with the direct reading.
+CHECK_EVERY = 5.0
 
 
 def record_counts(partitions: int, seed: int) -> list[int]:
@@ -192,7 +194,7 @@ async def _run(
         matched_at: float | None = None
         matches: list[tuple[float, int, int]] = []
         while time.monotonic() - started < args.seconds:
-            await asyncio.sleep(5)
+            await asyncio.sleep(CHECK_EVERY)
             if job.poll() is not None:
                 raise RuntimeError(f"the lag job exited ({job.returncode}); see {job_log}")
             # A partition in a handoff (revoked, not yet granted) has no owner and is
@@ -202,6 +204,8 @@ async def _run(
             matches.append((round(time.monotonic() - started, 1), same, len(view)))
             if same == len(truth) and matched_at is None:
                 matched_at = time.monotonic() - started
+                if args.until_matched:
+                    break
         wall = time.monotonic() - started
         after = await asyncio.to_thread(scrape, port)
         batches = [
@@ -255,7 +259,7 @@ async def _run(
     return result
 
 
-def main() -> None:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -267,8 +271,16 @@ def main() -> None:
     parser.add_argument("--trigger", type=float, default=5, help="pipeline.trigger_interval, s")
     parser.add_argument("--log-dir", help="keep the lag job's log here")
     parser.add_argument("--broker", choices=apache_kafka.BROKER_KINDS, default="kafka")
-    args = parser.parse_args()
-    print(json.dumps(asyncio.run(run(args))))
+    parser.add_argument(
+        "--until-matched",
+        action="store_true",
+        help="end the loop at the first check where the view matches (--seconds: its bound)",
+    )
+    return parser
+
+
+def main() -> None:
+    print(json.dumps(asyncio.run(run(arguments().parse_args()))))
 
 
 if __name__ == "__main__":

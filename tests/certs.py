@@ -1,11 +1,14 @@
-"""A throwaway CA and a server certificate for 127.0.0.1 (openssl), for TLS listeners
-that tests start on loopback."""
+"""Throwaway credentials for tests: a CA and a server certificate for 127.0.0.1 (openssl),
+for TLS listeners that tests start on loopback, and members' signing keys."""
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from controller.wire.signing import generate
 
 
 @dataclass(frozen=True)
@@ -31,3 +34,13 @@ def server_cert(d: Path) -> ServerCert:
     _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key),
              "-CAcreateserial", "-days", "2", "-extfile", str(ext), "-out", str(cert))  # fmt: skip
     return ServerCert(ca, cert, key)
+
+
+def member_keys(keys: Path, admitted: Path, members: Iterable[str]) -> Path:
+    """A key pair per member in ``keys`` (``<member>.key`` signs its heartbeats) and the
+    public halves alone in ``admitted``: what ``membership.member_keys_dir`` names."""
+    admitted.mkdir(parents=True, exist_ok=True)
+    for member in members:
+        _, public = generate(keys, member)
+        (admitted / public.name).write_bytes(public.read_bytes())
+    return admitted

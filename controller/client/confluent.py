@@ -244,13 +244,14 @@ class _Log:
         self._next = 0
 
     def _on_error(self, err: KafkaError) -> None:
+        """Keeps the first refusal: the later errors are its consequences."""
+        if self._refusal is not None:
+            return
         text = str(err.str())
         if err.code() in _REFUSALS:
-            self._refusal = self._refusal or f"the SASL login was refused ({text[:200]})"
+            self._refusal = f"the SASL login was refused ({text[:200]})"
         elif err.code() == KafkaError._SSL and "verify failed" in text:
-            self._refusal = (
-                self._refusal or f"the broker's TLS certificate did not verify ({text[:200]})"
-            )
+            self._refusal = f"the broker's TLS certificate did not verify ({text[:200]})"
 
     def partition_count(self, topic: str) -> int | None:
         """``CredentialsError`` as soon as librdkafka reports a refused login (within a

@@ -119,17 +119,20 @@ def test_the_controller_scale_driver_settles_a_small_fleet_and_stays_exclusive()
 
 def test_the_closed_loop_benchmark_sees_the_controller_match_the_broker() -> None:
     """``pipeline_loop.py`` at a tiny size: poller -> Spark job -> controller, and the
-    controller's lag view equals the broker's reading for every partition at some check."""
-    args = argparse.Namespace(
-        members=4,
-        partitions=120,
-        topics=2,
-        seconds=75,
-        poll_interval=2,
-        trigger=2,
-        log_dir=None,
-        broker=BROKER,
-    )
+    controller's lag view equals the broker's reading for every partition at some check.
+
+    The run ends at that check. Its bound, from the settings: the lag job's start (a Spark
+    JVM and its Kafka source until its first lag record: ~45 s alone on this machine kind,
+    ~95 s beside another test worker; 150 s), a batch that reads the first samples and
+    the next that writes from two of them (two triggers), the controller's poll that
+    reads the records (one poll interval), and one check period."""
+    trigger, poll, spark_start = 2.0, 2.0, 150.0
+    bound = spark_start + 2 * trigger + poll + pipeline_loop.CHECK_EVERY
+    args = pipeline_loop.arguments().parse_args(
+        ["--members", "4", "--partitions", "120", "--topics", "2", "--seconds", str(bound),
+         "--poll-interval", str(poll), "--trigger", str(trigger), "--broker", BROKER,
+         "--until-matched"]
+    )  # fmt: skip
     result = asyncio.run(pipeline_loop.run(args))
     view = result["view_matches_direct_reading"]
     assert isinstance(view, dict)

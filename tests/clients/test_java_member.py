@@ -28,6 +28,7 @@ from controller.tools.conformance import run_conformance
 from controller.wire.records import Assignment, assignment_key
 from controller.wire.signing import generate, key_id, load_public
 from tests.brokers import BROKER, make_config, needs_kafka
+from tests.certs import member_keys
 
 # Not on Tansu: Kafka's Java client 4.4 gets no answer to its ListOffsets there
 # ("Failed to get offsets by times in 60000ms"), so it cannot even seek.
@@ -133,10 +134,8 @@ async def test_the_java_member_signs_its_heartbeats_and_verifies_its_grants(
     group = names[0]
     heartbeats = f"{group}.heartbeats"
     private, public = generate(tmp_path / "controller", "signing")
-    keys, admitted = tmp_path / "members", tmp_path / "admitted"
-    admitted.mkdir()
-    _, member_public = generate(keys, "wj1")
-    (admitted / member_public.name).write_bytes(member_public.read_bytes())
+    keys = tmp_path / "members"
+    admitted = member_keys(keys, tmp_path / "admitted", ("wj1",))
     cfg = make_config(
         kafka,
         mqtt,

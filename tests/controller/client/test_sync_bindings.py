@@ -26,8 +26,8 @@ from controller.client.kafka_python import BallastKafkaConsumer
 from controller.config import Config
 from controller.runtime.daemon import Controller
 from controller.tools import embedded
-from controller.wire.signing import generate
 from tests.brokers import make_config, needs_kafka
+from tests.certs import member_keys
 from tests.fleet_ledger import FleetLedger
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat]
@@ -279,12 +279,7 @@ async def test_members_announce_over_kafka_heartbeats(  # noqa: PLR0917 (fixture
     }
     keys = tmp_path / "keys" if signed else None
     if keys is not None:
-        pubs = tmp_path / "pubs"
-        pubs.mkdir()
-        for member in ("a", "b"):
-            _, public = generate(keys, member)
-            (pubs / public.name).write_bytes(public.read_bytes())
-        membership["member_keys_dir"] = str(pubs)
+        membership["member_keys_dir"] = str(member_keys(keys, tmp_path / "pubs", ("a", "b")))
     cfg = make_config(kafka, mqtt, group, membership=membership)
     presence = PresenceOptions(via="kafka", heartbeat_topic=hb_topic, heartbeat_interval=0.3)
     fleet = SyncFleet(kafka, group, topic, presence, binding, keys=keys)

@@ -21,8 +21,8 @@ from controller.runtime.daemon import Controller
 from controller.tools import embedded
 from controller.wire.member_keys import HeartbeatSigner
 from controller.wire.records import Assignment, DecodeError, Presence, assignment_key, decode
-from controller.wire.signing import generate
 from tests.brokers import make_config
+from tests.certs import member_keys
 from tests.fleet_ledger import ManagedFleet
 
 pytestmark = pytest.mark.integration
@@ -118,11 +118,8 @@ async def test_a_forger_and_a_ghost_flood_change_nothing(
 ) -> None:
     group = names[0]
     heartbeats = f"{group}.heartbeats"
-    keys, pubs = tmp_path / "keys", tmp_path / "pubs"
-    pubs.mkdir()
-    for member in ("w1", "w2", "w3"):
-        _, public = generate(keys, member)
-        (pubs / public.name).write_bytes(public.read_bytes())
+    keys = tmp_path / "keys"
+    pubs = member_keys(keys, tmp_path / "pubs", ("w1", "w2", "w3"))
     cfg = make_config(
         kafka,
         mqtt,

@@ -19,17 +19,14 @@ from controller.runtime.metrics import Metrics
 from controller.wire.member_keys import HeartbeatSigner
 from controller.wire.records import Presence, assignment_key
 from controller.wire.signing import RawHeader, generate
+from tests.certs import member_keys
 
 
 @pytest.fixture
 def keys(tmp_path: Path) -> Path:
     """w1's and w2's key pairs in ``keys/``; the controller's directory holds the .pub
     files only (``pubs/``)."""
-    pubs = tmp_path / "pubs"
-    pubs.mkdir()
-    for member in ("w1", "w2"):
-        _, public = generate(tmp_path / "keys", member)
-        (pubs / public.name).write_bytes(public.read_bytes())
+    pubs = member_keys(tmp_path / "keys", tmp_path / "pubs", ("w1", "w2"))
     (pubs / "README").write_text("not a key: ignored\n")
     return tmp_path
 
