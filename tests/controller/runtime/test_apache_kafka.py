@@ -22,11 +22,13 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaConnectionError, TopicAuthorizationFailedError
 from kafka.admin import (
     ACL,
+    ACLFilter,
     ACLOperation,
     ACLPermissionType,
     ACLResourcePatternType,
     KafkaAdminClient,
     ResourcePattern,
+    ResourcePatternFilter,
     ResourceType,
 )
 
@@ -438,6 +440,10 @@ def _sasl(user: str) -> dict[str, Any]:
     }
 
 
+#: Seconds for the broker to apply ACLs the controller committed (a metadata replay).
+ACL_PROPAGATION = 30.0
+
+
 def _grant(address: str, *acls: tuple[str, ResourceType, str, ACLOperation]) -> None:
     """As an operator would with ``kafka-acls.sh`` (docs/operations.md, "Kafka ACLs")."""
     admin = KafkaAdminClient(
@@ -461,6 +467,31 @@ def _grant(address: str, *acls: tuple[str, ResourceType, str, ACLOperation]) -> 
             ]
         )
         assert not result["failed"], result["failed"]
+        # The controller acknowledges CreateAcls once committed; the broker's authorizer
+        # applies them when it replays the metadata log, later on a loaded machine (a CI
+        # run saw TopicAuthorizationFailed right after the grant). DescribeAcls is answered
+        # from that authorizer: wait until it lists every one (bound: ACL_PROPAGATION).
+        every = ACLFilter(
+            None,
+            None,
+            ACLOperation.ANY,
+            ACLPermissionType.ANY,
+            ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY),
+        )
+        wanted = {(f"User:{u}", k, n, o) for u, k, n, o in acls}
+        deadline = time.monotonic() + ACL_PROPAGATION
+        while True:
+            listed, _ = admin.describe_acls(every)
+            seen = {
+                (a.principal, a.resource_pattern.resource_type, a.resource_pattern.resource_name,
+                 a.operation)
+                for a in listed
+            }  # fmt: skip
+            missing = wanted - seen
+            if not missing:
+                return
+            assert time.monotonic() < deadline, f"ACLs not applied by the broker: {missing}"
+            time.sleep(0.2)
     finally:
         admin.close()
 
