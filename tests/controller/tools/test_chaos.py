@@ -93,7 +93,7 @@ async def test_a_restarted_worker_consumes_nothing_granted_to_its_predecessor(
         restarted = time.time()
         run.start_worker("w0")
         # A worker's start (imports, Kafka connections, reading the assignments topic
-        # from the start): ~10 s alone, 60 s overrun once beside another test worker.
+        # from the start): a 60 s bound overran once beside another test worker.
         await run.until(
             lambda: b"assignment_applied" in log.read_bytes()[before:], 150, "new w0 caught up"
         )
