@@ -1,12 +1,14 @@
-"""What operator constraints cost the engine: the same 10 000 members x 100 000
-partitions (10 topics, identical subscriptions, no lag) built and churned without
-constraints and with 100 pins and 10 caps, side by side in one run. Usage:
+"""What operator constraints cost the engine: the same group (by default 10 000 members x
+100 000 partitions over 10 topics, identical subscriptions, no lag) built and churned
+without constraints and with pins (one per 100 members, at most 100) and 10 caps, side
+by side in one run. Usage:
 
-    python benchmarks/constraints_cost.py
+    python benchmarks/constraints_cost.py [--members 10000 --partitions 100000]
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 
@@ -18,15 +20,7 @@ from assignors import (
     TopicPartition,
 )
 
-PPT = {f"t{i}": 10_000 for i in range(10)}
-SUBS = {f"m{i:05d}": list(PPT) for i in range(10_000)}
-CASES = {
-    "none": ({}, {}),
-    "100 pins, 10 caps": (
-        {TopicPartition("t0", i * 7): f"m{i:05d}" for i in range(100)},
-        {f"m{9000 + i:05d}": 3 for i in range(10)},
-    ),
-}
+TOPICS = 10
 
 
 def _ms(seconds: float) -> str:
@@ -34,29 +28,48 @@ def _ms(seconds: float) -> str:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--members", type=int, default=10_000)
+    parser.add_argument("--partitions", type=int, default=100_000)
+    args = parser.parse_args()
+    if args.members < 100 or args.partitions < 10 * TOPICS:
+        parser.error("--members must be at least 100 and --partitions at least 100")
+    per_topic = args.partitions // TOPICS
+    ppt = {f"t{i}": per_topic for i in range(TOPICS)}
+    subs = {f"m{i:05d}": list(ppt) for i in range(args.members)}
+    pins = {
+        TopicPartition("t0", i * 7 % per_topic): f"m{i:05d}" for i in range(args.members // 100)
+    }
+    first_capped = args.members * 9 // 10
+    caps = {f"m{first_capped + i:05d}": 3 for i in range(10)}
     print(
         "| constraints | build ms | leave median / max ms | join median / max ms | "
         "ConstraintsChanged ms | violations |"
     )
     print("|---|---:|---:|---:|---:|---:|")
-    for label, (pins, caps) in CASES.items():
+    cases = {"none": ({}, {}), f"{len(pins)} pins, {len(caps)} caps": (pins, caps)}
+    for label, (pinned, capped) in cases.items():
         began = time.perf_counter()
         eng, _ = IncrementalAssignor.from_snapshot(
-            PPT, SUBS, lag_aware=False, pins=pins, max_partitions=caps
+            ppt, subs, lag_aware=False, pins=pinned, max_partitions=capped
         )
         build = time.perf_counter() - began
         leaves, joins = [], []
         for k in range(20):  # the first event after the build included
-            member = f"m{k * 37:05d}"
+            member = f"m{k * 37 % args.members:05d}"
             began = time.perf_counter()
             eng.apply([MemberLeft(member)])
             leaves.append(time.perf_counter() - began)
             began = time.perf_counter()
-            eng.apply([MemberJoined(member, frozenset(PPT))])
+            eng.apply([MemberJoined(member, frozenset(ppt))])
             joins.append(time.perf_counter() - began)
         began = time.perf_counter()
         eng.apply(
-            [ConstraintsChanged({**pins, TopicPartition("t1", 5): "m00001"}, {**caps, "m00002": 1})]
+            [
+                ConstraintsChanged(
+                    {**pinned, TopicPartition("t1", 5): "m00001"}, {**capped, "m00002": 1}
+                )
+            ]
         )
         changed = time.perf_counter() - began
         print(

@@ -28,6 +28,7 @@ from typing import Literal
 import aiomqtt
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from controller.tools.conformance.commit_log import CommitLog
 from controller.tools.embedded import die_with_parent
 from controller.wire.assignments import EPOCH_HEADER, GENERATION_HEADER, assignments_partition
 from controller.wire.records import (
@@ -119,6 +120,8 @@ class Harness:
     _producer: AIOKafkaProducer | None = None
     _watch: asyncio.Task[None] | None = None
     _offsets: AIOKafkaConsumer | None = None
+    #: When the broker stored the group's commits (None: it could not be read).
+    commit_log: CommitLog | None = None
     #: Set on every presence seen: a wait looks again at once, not a tick later (a
     #: revoke's acknowledgement is judged within a millisecond or two of its arrival).
     _news: asyncio.Event = field(default_factory=asyncio.Event)
@@ -149,6 +152,8 @@ class Harness:
             bootstrap_servers=s.bootstrap, group_id=self.group, enable_auto_commit=False
         )
         await self._offsets.start()
+        log = CommitLog(s.bootstrap, self.group, probe_topic=s.assignments_topic)
+        self.commit_log = log if await log.open(STEP_TIMEOUT) else None
         ready = asyncio.Event()
         watch = self._watch_mqtt if s.presence == "mqtt" else self._watch_heartbeats
         self._watch = asyncio.create_task(watch(ready))
@@ -165,6 +170,8 @@ class Harness:
             self._watch.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._watch
+        if self.commit_log is not None:
+            await self.commit_log.close()
         for client in (self._producer, self._offsets):
             if client is not None:
                 with contextlib.suppress(Exception):

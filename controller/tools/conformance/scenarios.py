@@ -176,11 +176,12 @@ async def _stopped_at_ack(h: Harness, partitions: list[int], ack: Presence) -> l
     """What a client did wrong with ``partitions`` after ``ack`` said it no longer holds
     them, judged by the broker and the clock: no record whose production began after
     the acknowledgement was sent (its ``sent_at``; else when the kit saw it) may be
-    processed, whatever the margin, nor any after the kit saw it; the committed offsets
-    read as soon as it arrived
-    must stay as they are (a commit after it is one the next owner may miss); and no
-    record at or past them may be processed (read after acknowledging, or acknowledged
-    before its commit). It waits ``QUIET`` with records still arriving, then judges."""
+    processed, whatever the margin, nor any after the kit saw it; no commit of them may be
+    stored after it was sent (the broker's own record of when, ``commit_log``), nor may
+    the committed offsets read as soon as it arrived change (a commit after it is one the
+    next owner may miss); and no record at or past them may be processed (read after
+    acknowledging, or acknowledged before its commit). It waits ``QUIET`` with records
+    still arriving, then judges."""
     acked_at = ack.sent_at if ack.sent_at is not None else time.time()
     seen = {p: h.processed_of(p) for p in partitions}  # first: a file read, no round trip
     at_ack = {p: await h.committed(p) for p in partitions}
@@ -199,7 +200,14 @@ async def _stopped_at_ack(h: Harness, partitions: list[int], ack: Presence) -> l
                 f"partition {p}: processed offsets {later[:5]} after its acknowledgement arrived"
             )
         now = await h.committed(p)
-        if now != at_ack[p]:
+        stored = h.commit_log.stored_after(h.topic, p, acked_at) if h.commit_log else []
+        if stored:
+            first = stored[0]
+            problems.append(
+                f"partition {p}: committed {first.offset} after acknowledging (stored by the "
+                f"broker {first.stored_at - acked_at:.3f} s after the acknowledgement was sent)"
+            )
+        elif now != at_ack[p]:
             problems.append(f"partition {p}: committed {now} after acknowledging (was {at_ack[p]})")
         late = sorted(o for o in done if o >= (now if now is not None else 0))
         if late:

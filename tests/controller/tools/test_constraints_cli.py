@@ -15,7 +15,7 @@ import pytest
 from controller.tools import dev, embedded
 from controller.tools.simfleet import Fleet
 
-from .test_operator_cli import BIN, as_json, cli
+from .test_operator_cli import BIN, acli, as_json
 
 pytestmark = pytest.mark.integration
 
@@ -54,23 +54,23 @@ async def test_constraints_are_applied_and_survive_a_restart(tmp_path: Path) -> 
         )
 
         # Bad arguments are named before anything is sent; contradictions by the daemon.
-        bad = cli("constraints", dev.GROUP, "--max-partitions", "a=lots", env=with_token)
+        bad = await acli("constraints", dev.GROUP, "--max-partitions", "a=lots", env=with_token)
         assert bad.returncode == 2
         assert "expected MEMBER=COUNT, got 'a=lots'" in bad.stderr
-        clash = cli(
+        clash = await acli(
             "constraints", dev.GROUP, "--pin", f"{dev.TOPIC}:0=a", "--pin", f"{dev.TOPIC}:1=a",
             "--max-partitions", "a=1", env=with_token,
         )  # fmt: skip
         assert clash.returncode == 2  # a request that cannot hold: a usage error
         assert "max_partitions['a'] is 1 but 2 partitions are pinned to it" in clash.stderr
-        assert cli("constraints", dev.GROUP, "--pin", f"{dev.TOPIC}:3=c", env=env).returncode == 4
+        assert (
+            await acli("constraints", dev.GROUP, "--pin", f"{dev.TOPIC}:3=c", env=env)
+        ).returncode == 4
 
-        view = await asyncio.to_thread(
-            lambda: as_json(cli(
-                "constraints", dev.GROUP, "--pin", f"{dev.TOPIC}:5=c", "--max-partitions", "a=2",
-                "-o", "json", env=with_token,
-            ))
-        )  # fmt: skip
+        view = as_json(await acli(
+            "constraints", dev.GROUP, "--pin", f"{dev.TOPIC}:5=c", "--max-partitions", "a=2",
+            "-o", "json", env=with_token,
+        ))  # fmt: skip
         assert view["overrides"]["max_partitions"] == {"a": 2}
         assert view["violations"] == []
 
@@ -80,11 +80,11 @@ async def test_constraints_are_applied_and_survive_a_restart(tmp_path: Path) -> 
 
         await fleet.wait_for(applied, timeout=30)
         assert sorted(len(m.partitions) for m in fleet.members.values()) == [2, 5, 5]
-        table = cli("constraints", dev.GROUP, "-o", "table", env=env).stdout
+        table = (await acli("constraints", dev.GROUP, "-o", "table", env=env)).stdout
         assert ["pin", f"{dev.TOPIC}:5", "c", "admin", "API"] in [
             r.split() for r in table.splitlines()
         ]
-        described = as_json(cli("describe", dev.GROUP, "-o", "json", env=env))
+        described = as_json(await acli("describe", dev.GROUP, "-o", "json", env=env))
         assert described["members"]["a"]["max_partitions"] == 2
         assert described["members"]["c"]["pinned"] == 1
 
@@ -93,7 +93,7 @@ async def test_constraints_are_applied_and_survive_a_restart(tmp_path: Path) -> 
         before = {n: sorted(map(tuple, m.partitions)) for n, m in fleet.members.items()}
         daemon = _daemon(stack, tmp_path / "daemon.log")
         await embedded.wait_until_ready(http_port, proc=daemon)
-        again = as_json(cli("constraints", dev.GROUP, "-o", "json", env=env))
+        again = as_json(await acli("constraints", dev.GROUP, "-o", "json", env=env))
         assert again["overrides"] == view["overrides"]
         assert again["effective"]["pins"] == [{"topic": dev.TOPIC, "partition": 5, "member": "c"}]
         await asyncio.sleep(3)  # the fleet's presence is heard again; nothing may move
@@ -107,16 +107,16 @@ async def test_constraints_are_applied_and_survive_a_restart(tmp_path: Path) -> 
             (["--unpin", f"{dev.TOPIC}:7"], "no pin of the admin API to remove"),
             (["--max-partitions", "ghost=1"], "--allow-unknown-members"),
         ):
-            refused = cli("constraints", dev.GROUP, *args, env=with_token)
+            refused = await acli("constraints", dev.GROUP, *args, env=with_token)
             assert refused.returncode == 2, (args, refused.stderr)
             assert says in refused.stderr
             assert refused.stderr.count("\n") == 1
         assert (
-            as_json(cli("constraints", dev.GROUP, "-o", "json", env=env))["overrides"]
+            as_json(await acli("constraints", dev.GROUP, "-o", "json", env=env))["overrides"]
             == (view["overrides"])
         )
         # A member that has not joined yet may be named on purpose.
-        provisioned = cli(
+        provisioned = await acli(
             "constraints", dev.GROUP, "--max-partitions", "later=3", "--allow-unknown-members",
             "-o", "json", env=with_token,
         )  # fmt: skip
@@ -126,27 +126,27 @@ async def test_constraints_are_applied_and_survive_a_restart(tmp_path: Path) -> 
         # Caps that leave partitions unread: refused with --strict, else a warning at once
         # and a degraded group with "-" rows until they are lifted.
         stranding = ["--max-partitions", "b=0", "--max-partitions", "c=5"]
-        strict = cli("constraints", dev.GROUP, *stranding, "--strict", env=with_token)
+        strict = await acli("constraints", dev.GROUP, *stranding, "--strict", env=with_token)
         assert strict.returncode == 4
         assert "5 partition(s) would have no reader" in strict.stderr
-        warned = cli("constraints", dev.GROUP, *stranding, "-o", "json", env=with_token)
+        warned = await acli("constraints", dev.GROUP, *stranding, "-o", "json", env=with_token)
         assert warned.returncode == 0, warned.stderr
         assert "warning: 5 partition(s)" in warned.stderr
         assert as_json(warned)["left_unread"] == 5
 
         for _ in range(60):  # the next rebalance applies the caps
-            status = await asyncio.to_thread(cli, "status", "-o", "json", env=env)
+            status = await acli("status", "-o", "json", env=env)
             if as_json(status)["groups"][dev.GROUP]["state"] == "degraded":
                 break
             await asyncio.sleep(0.5)
         else:
             raise AssertionError("the group never showed as degraded")
-        assert "degraded" in cli("status", "-o", "table", env=env).stdout
-        rows = cli("describe", dev.GROUP, "--partitions", "-o", "table", env=env).stdout
+        assert "degraded" in (await acli("status", "-o", "table", env=env)).stdout
+        rows = (await acli("describe", dev.GROUP, "--partitions", "-o", "table", env=env)).stdout
         assert sum(1 for r in rows.splitlines() if r.split()[2:3] == ["-"]) == 5
         assert "5 partition(s) have no reader" in rows
 
-        cleared = as_json(cli(
+        cleared = as_json(await acli(
             "constraints", dev.GROUP, "--unpin", f"{dev.TOPIC}:5", "--no-max-partitions", "a",
             "--no-max-partitions", "b", "--no-max-partitions", "c", "--no-max-partitions",
             "later", "-o", "json", env=with_token,

@@ -35,6 +35,13 @@ def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return result
 
 
+async def acli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``cli`` off the event loop: a test's simulated fleet shares that loop, and a CLI
+    that takes seconds on a loaded machine would otherwise silence its MQTT keepalives
+    until the broker ends the members' sessions."""
+    return await asyncio.to_thread(cli, *args, env=env)
+
+
 def _moved_by_reason(port: int) -> dict[str, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
         text = r.read().decode()
@@ -100,7 +107,7 @@ async def test_dev_up_run_and_operate(tmp_path: Path) -> None:
 
     # The embedded Tansu answers InitProducerId with an error: asking it for an idempotent
     # producer is one line naming the key to change, exit 2 (not a traceback).
-    refused = cli(
+    refused = await acli(
         "run", "--config", str(stack.config),
         env={**os.environ, "BALLAST_KAFKA__IDEMPOTENT_PRODUCER": "true", "BALLAST_LOGGING__FORMAT": "json"},
     )  # fmt: skip
@@ -128,16 +135,16 @@ async def test_dev_up_run_and_operate(tmp_path: Path) -> None:
             lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [6, 6]
         )
 
-        status = await asyncio.to_thread(lambda: as_json(cli("status", "-o", "json", env=env)))
+        status = as_json(await acli("status", "-o", "json", env=env))
         group = status["groups"][dev.GROUP]
         assert (group["members"], group["partitions"], group["revoking"]) == (2, 12, 0)
         assert status["replica"]
-        table = cli("status", env=env).stdout  # a table even into a pipe
+        table = (await acli("status", env=env)).stdout  # a table even into a pipe
         assert table.splitlines()[1].split()[:2] == ["GROUP", "GENERATION"]
-        assert yaml.safe_load(cli("status", "-o", "yaml", env=env).stdout) == as_json(
-            cli("status", "-o", "json", env=env)
+        assert yaml.safe_load((await acli("status", "-o", "yaml", env=env)).stdout) == as_json(
+            await acli("status", "-o", "json", env=env)
         )
-        every = as_json(cli("describe", "-o", "json", env=env))  # no group: all it leads
+        every = as_json(await acli("describe", "-o", "json", env=env))  # no group: all it leads
         assert list(every) == [dev.GROUP]
         assert sorted(every[dev.GROUP]["members"]) == ["a", "b"]
         watching = subprocess.Popen(
@@ -151,17 +158,19 @@ async def test_dev_up_run_and_operate(tmp_path: Path) -> None:
         assert watching.returncode == 130
         assert shown.count("GROUP  ") >= 3, shown  # shown again and again
         assert dev.GROUP in table
-        view = as_json(cli("describe", dev.GROUP, "-o", "json", env=env))
+        view = as_json(await acli("describe", dev.GROUP, "-o", "json", env=env))
         assert sorted(view["members"]) == ["a", "b"]
         assert {m["state"] for m in view["members"].values()} == {"active"}
-        described = cli("describe", dev.GROUP, "--partitions", "-o", "table", env=env).stdout
+        described = (
+            await acli("describe", dev.GROUP, "--partitions", "-o", "table", env=env)
+        ).stdout
         assert "MEMBER" in described
         assert [
             "TOPIC", "PARTITION", "MEMBER", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "SMOOTHED-LAG",
         ] in [line.split() for line in described.splitlines()]  # fmt: skip
-        wide = cli("describe", dev.GROUP, "--partitions", "-o", "wide", env=env).stdout
+        wide = (await acli("describe", dev.GROUP, "--partitions", "-o", "wide", env=env)).stdout
         assert "INSTANCE" in wide.split()
-        rows = as_json(cli("describe", dev.GROUP, "--partitions", "-o", "json", env=env))[
+        rows = as_json(await acli("describe", dev.GROUP, "--partitions", "-o", "json", env=env))[
             "partitions"
         ]
         assert sorted((r["topic"], r["partition"]) for r in rows) == [
@@ -171,9 +180,7 @@ async def test_dev_up_run_and_operate(tmp_path: Path) -> None:
         assert all(isinstance(r["lag"], int) for r in rows)
         # The last lag poll's offsets (one every 5 s), as kafka-consumer-groups shows them.
         for _ in range(40):
-            rows = await asyncio.to_thread(
-                cli, "describe", dev.GROUP, "--partitions", "-o", "json", env=env
-            )
+            rows = await acli("describe", dev.GROUP, "--partitions", "-o", "json", env=env)
             polled = as_json(rows)["partitions"]
             if all(r["log_end"] is not None for r in polled):
                 break
@@ -187,21 +194,21 @@ async def test_dev_up_run_and_operate(tmp_path: Path) -> None:
         assert "partitions" not in view  # only when asked: it is O(partitions)
 
         # Actions need the token; without it: one line, exit 4, and what to set.
-        denied = cli("drain", dev.GROUP, "a", env=env)
+        denied = await acli("drain", dev.GROUP, "a", env=env)
         assert denied.returncode == 4
         assert "BALLAST_TOKEN_FILE" in denied.stderr
         assert denied.stderr.count("\n") == 1
-        drained = as_json(cli("drain", dev.GROUP, "a", "-o", "json", env=with_token))
+        drained = as_json(await acli("drain", dev.GROUP, "a", "-o", "json", env=with_token))
         assert drained["drained"] == ["a"]
         await fleet.wait_for(lambda: len(fleet.members["a"].partitions) == 0, timeout=30)
-        view = as_json(cli("describe", dev.GROUP, "-o", "json", env=env))
+        view = as_json(await acli("describe", dev.GROUP, "-o", "json", env=env))
         assert view["members"]["a"]["state"] == "drained"
         # A lag poll landing in the same coalescing window adds its reason to the step.
         assert "drain" in view["recent_rebalances"][-1]["reasons"]
         # Idempotent, like pause and resume: again is 0 and changes nothing.
-        assert cli("drain", dev.GROUP, "a", env=with_token).returncode == 0
-        assert cli("undrain", dev.GROUP, "a", env=with_token).returncode == 0
-        assert cli("undrain", dev.GROUP, "a", env=with_token).returncode == 0
+        assert (await acli("drain", dev.GROUP, "a", env=with_token)).returncode == 0
+        assert (await acli("undrain", dev.GROUP, "a", env=with_token)).returncode == 0
+        assert (await acli("undrain", dev.GROUP, "a", env=with_token)).returncode == 0
         await fleet.wait_for(
             lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [6, 6], timeout=30
         )
@@ -210,45 +217,45 @@ async def test_dev_up_run_and_operate(tmp_path: Path) -> None:
         assert (moved.get("drain"), moved.get("undrain")) == (6, 6), moved
         assert (
             "drain (drain a): 2 member(s) changed, moved 6"
-            in cli("describe", dev.GROUP, "-o", "table", env=env).stdout
+            in (await acli("describe", dev.GROUP, "-o", "table", env=env)).stdout
         )
         # The last member that may read the topic: refused (exit 4) unless --force;
         # forced, nothing unread looks healthy (degraded, every partition unassigned).
-        assert cli("drain", dev.GROUP, "a", env=with_token).returncode == 0
-        last = cli("drain", dev.GROUP, "b", env=with_token)
+        assert (await acli("drain", dev.GROUP, "a", env=with_token)).returncode == 0
+        last = await acli("drain", dev.GROUP, "b", env=with_token)
         assert last.returncode == 4
         assert "last member that may read" in last.stderr
-        forced = cli("drain", dev.GROUP, "b", "--force", env=with_token)
+        forced = await acli("drain", dev.GROUP, "b", "--force", env=with_token)
         assert forced.returncode == 0, forced.stderr
         assert "nobody is left to read" in forced.stdout
         await fleet.wait_for(lambda: all(not m.partitions for m in fleet.members.values()), 30)
         for _ in range(60):
-            summary = as_json(cli("status", "-o", "json", env=env))["groups"][dev.GROUP]
+            summary = as_json(await acli("status", "-o", "json", env=env))["groups"][dev.GROUP]
             if summary["unassigned"] == 12:
                 break
             await asyncio.sleep(0.25)
         assert (summary["state"], summary["unassigned"]) == ("degraded", 12), summary
-        assert as_json(cli("describe", dev.GROUP, "-o", "json", env=env))["unread_topics"] == [
-            dev.TOPIC
-        ]
+        assert as_json(await acli("describe", dev.GROUP, "-o", "json", env=env))[
+            "unread_topics"
+        ] == [dev.TOPIC]
         assert _gauge(http_port, "ballast_group_partitions", state="unassigned") == 12
         for member in ("a", "b"):
-            assert cli("undrain", dev.GROUP, member, env=with_token).returncode == 0
+            assert (await acli("undrain", dev.GROUP, member, env=with_token)).returncode == 0
         await fleet.wait_for(
             lambda: sorted(len(m.partitions) for m in fleet.members.values()) == [6, 6], timeout=30
         )
         for action in ("pause", "resume", "rebalance"):
-            done = cli(action, dev.GROUP, "-o", "table", env=with_token)
+            done = await acli(action, dev.GROUP, "-o", "table", env=with_token)
             assert done.returncode == 0, done.stderr
             assert dev.GROUP in done.stdout
 
-        unknown = cli("describe", "nope", env=env)
+        unknown = await acli("describe", "nope", env=env)
         assert unknown.returncode == 4
         assert "does not lead a group 'nope'" in unknown.stderr
-        not_member = cli("drain", dev.GROUP, "ghost", env=with_token)
+        not_member = await acli("drain", dev.GROUP, "ghost", env=with_token)
         assert not_member.returncode == 4
         assert "no member 'ghost'" in not_member.stderr
-        wrong = cli("status", "--url", f"http://127.0.0.1:{http_port}/elsewhere", env=env)
+        wrong = await acli("status", "--url", f"http://127.0.0.1:{http_port}/elsewhere", env=env)
         assert wrong.returncode == 4
         assert "not a Ballast controller API" in wrong.stderr
     finally:
