@@ -3,7 +3,9 @@ one account of a commit's time that no client can shade. A commit stored after t
 acknowledgement that gave its partition up is one the next owner may miss. Offsets
 fetched once the kit has noticed the acknowledgement cannot see a commit that lands
 within the kit's own delay in noticing it (tens of milliseconds on a loaded machine, more
-than a client that commits 20 ms late needs); the commit's stored time can.
+than a client that commits 20 ms late needs); the commit's stored time can. Only the two
+partitions of ``__consumer_offsets`` that hold the group's and the probe group's commits
+are read, not every group's on the broker.
 
 The broker's clock is not the kit's (the client runs on the kit's machine, so its clock
 is). ``open`` bounds the difference by committing to a probe group of its own a few times
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import struct
 import time
 from dataclasses import dataclass, field
 
@@ -25,6 +28,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
+from controller.wire.raw_answers import I16, I32, RawDecodeError, read_string
+
 OFFSETS_TOPIC = "__consumer_offsets"
 #: Round trips that bound the broker's clock against the kit's; the tightest counts.
 PROBES = 5
@@ -32,37 +37,36 @@ PROBES = 5
 MAX_KEPT = 10_000
 
 
-class _ShortError(Exception):
-    """Bytes that end before the field they should hold."""
+I64 = struct.Struct(">q")
 
 
-def _int(data: bytes, pos: int, size: int) -> tuple[int, int]:
-    if pos + size > len(data):
-        raise _ShortError
-    return int.from_bytes(data[pos : pos + size], "big", signed=True), pos + size
-
-
-def _string(data: bytes, pos: int) -> tuple[str, int]:
-    length, pos = _int(data, pos, 2)
-    if length < 0 or pos + length > len(data):
-        raise _ShortError
-    return data[pos : pos + length].decode("utf-8", "replace"), pos + length
-
-
-def _compact_string_end(data: bytes, pos: int) -> int:
-    """Where a flexible version's string (unsigned varint length + 1) ends."""
-    length, shift = 0, 0
+def _compact_string_end(data: bytes, at: int) -> int:
+    """Where a flexible version's non-null string (unsigned varint length + 1) ends."""
+    length = shift = 0
     while True:
-        byte, pos = _int(data, pos, 1)
+        byte = data[at]
+        at += 1
         length |= (byte & 0x7F) << shift
         if not byte & 0x80:
             break
         shift += 7
         if shift > 28:
-            raise _ShortError
-    if length == 0 or pos + length - 1 > len(data):
-        raise _ShortError
-    return pos + length - 1
+            raise RawDecodeError("a length longer than 5 bytes")
+    if length == 0 or at + length - 1 > len(data):
+        raise RawDecodeError("a string runs past the end of the record")
+    return at + length - 1
+
+
+def offsets_partition(group: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition that holds ``group``'s commits, as Kafka's
+    coordinator places it: ``Utils.abs(group.hashCode()) % partitions`` (Java's hash over
+    UTF-16 code units, 32-bit)."""
+    units = group.encode("utf-16-be")
+    h = 0
+    for (unit,) in struct.iter_unpack(">H", units):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    signed = h - (1 << 32) if h >= 1 << 31 else h
+    return 0 if signed == -(1 << 31) else abs(signed) % partitions
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,21 +86,20 @@ def parse(key: bytes | None, value: bytes | None) -> Commit | None:
     if key is None or value is None:
         return None
     try:
-        version, pos = _int(key, 0, 2)
+        (version,) = I16.unpack_from(key, 0)
         if version not in (0, 1):
             return None
-        group, pos = _string(key, pos)
-        topic, pos = _string(key, pos)
-        partition, _ = _int(key, pos, 4)
-        version, pos = _int(value, 0, 2)
-        if not 0 <= version <= 4:
+        group, at = read_string(key, 2)
+        topic, at = read_string(key, at)
+        (partition,) = I32.unpack_from(key, at)
+        (version,) = I16.unpack_from(value, 0)
+        if not 0 <= version <= 4 or group is None or topic is None:
             return None
-        offset, pos = _int(value, pos, 8)
-        if version >= 3:
-            _, pos = _int(value, pos, 4)  # leader epoch
-        pos = _compact_string_end(value, pos) if version == 4 else _string(value, pos)[1]
-        stored_ms, _ = _int(value, pos, 8)
-    except _ShortError:
+        (offset,) = I64.unpack_from(value, 2)
+        at = 14 if version >= 3 else 10  # past the leader epoch from version 3
+        at = _compact_string_end(value, at) if version == 4 else read_string(value, at)[1]
+        (stored_ms,) = I64.unpack_from(value, at)
+    except (struct.error, ValueError, IndexError):  # RawDecodeError and bad UTF-8 too
         return None
     return Commit(group, topic, partition, offset, stored_ms / 1000)
 
@@ -173,7 +176,9 @@ class CommitLog:
                 await asyncio.sleep(0.1)
         finally:
             await admin.close()
-        tps = [TopicPartition(OFFSETS_TOPIC, p["partition"]) for p in described["partitions"]]
+        count = len(described["partitions"])
+        held = {offsets_partition(g, count) for g in (self.group, self.probe_group)}
+        tps = [TopicPartition(OFFSETS_TOPIC, p) for p in sorted(held)]
         self._reader = reader = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50
         )

@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
 from controller.tools import embedded
-from controller.tools.conformance.commit_log import Commit, CommitLog, parse
+from controller.tools.conformance.commit_log import Commit, CommitLog, offsets_partition, parse
 
 
 def _string(text: str) -> bytes:
@@ -66,9 +66,17 @@ def test_any_bytes_parse_to_a_commit_or_none() -> None:
         for buf in (key, value):
             if buf and rng.random() < 0.7:
                 buf[rng.randrange(len(buf))] = rng.randrange(256)
-        assert parse(bytes(key), bytes(value)) is None or isinstance(
-            parse(bytes(key), bytes(value)), Commit
-        )
+        got = parse(bytes(key), bytes(value))  # raising anything fails the test
+        assert got is None or isinstance(got, Commit)
+
+
+def test_a_group_is_placed_as_kafkas_coordinator_places_it() -> None:
+    """Java's String.hashCode: "hello" is 99162322; "polygenelubricants" hashes to
+    Integer.MIN_VALUE, which Kafka's Utils.abs maps to 0; "\u00e9t\u00e9" is 227 742."""
+    assert offsets_partition("hello", 50) == 99162322 % 50
+    assert offsets_partition("polygenelubricants", 50) == 0
+    assert offsets_partition("", 50) == 0
+    assert offsets_partition("\u00e9t\u00e9", 7) == (233 * 31 * 31 + 116 * 31 + 233) % 7
 
 
 @pytest.mark.integration
