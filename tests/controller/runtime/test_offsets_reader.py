@@ -114,8 +114,14 @@ async def test_what_the_fast_read_cannot_answer_is_asked_again_through_aiokafka(
     finally:
         await reader.stop()
     every = sorted(KafkaTP(topic, p) for p in range(12))
-    again = every if fault == "unreadable" else [KafkaTP(topic, 0), KafkaTP(topic, 7)]
-    assert slow.asked == [("end_offsets", again), ("beginning_offsets", again)]
+    assert [name for name, _ in slow.asked] == ["end_offsets", "beginning_offsets"]
+    for name, asked in slow.asked:
+        if fault == "unreadable":
+            assert asked == every, name
+        else:
+            # The two the fault hid, and any the real broker failed too under load
+            # (a two-worker run saw 10 and 11 fail as well).
+            assert {KafkaTP(topic, 0), KafkaTP(topic, 7)} <= set(asked) <= set(every), name
 
 
 async def test_samples_written_right_after_start_reach_the_topic(
