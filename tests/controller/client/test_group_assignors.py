@@ -22,7 +22,17 @@ from controller.adapters.group_protocol import BallastAssignor
 from controller.client import GroupLag, group_assignor
 from controller.tools import embedded
 
-pytestmark = [pytest.mark.integration, pytest.mark.compat]
+pytestmark = pytest.mark.integration
+
+#: Every strategy on Kafka 4.4; two in the compatibility subset. All six send the broker
+#: the same user data (generation, owned partitions, lag: ``BallastAssignor``) under their
+#: own protocol name, so what a broker can get wrong is seen with one that keeps what
+#: members own (lagsticky) and one that ignores it (range); six took 3.6 min of Tansu's
+#: pass, whose rebalances run on timers.
+ON_EVERY_BROKER = ("lagsticky", "range")
+EVERY_STRATEGY = [
+    pytest.param(s, marks=[pytest.mark.compat] if s in ON_EVERY_BROKER else []) for s in STRATEGIES
+]
 
 #: A member in its own process, killed with SIGKILL to crash it.
 CRASHABLE = """
@@ -130,7 +140,7 @@ async def group_of(
         await g.stop()
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", EVERY_STRATEGY)
 async def test_join_and_leave_hold_what_the_pure_function_computes(
     kafka: embedded.BrokerProcess, names: tuple[str, str], topic: str, strategy: str
 ) -> None:
@@ -150,7 +160,7 @@ async def test_join_and_leave_hold_what_the_pure_function_computes(
             assert all(before[m] <= after[m] for m in after)
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", EVERY_STRATEGY)
 async def test_a_crashed_member_is_replaced_by_the_pure_result(
     kafka: embedded.BrokerProcess, names: tuple[str, str], topic: str, strategy: str
 ) -> None:
@@ -172,6 +182,7 @@ async def test_a_crashed_member_is_replaced_by_the_pure_result(
                 crashable.wait(10)
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("strategy", ["lag", "lagsticky"])
 async def test_skewed_lag_puts_the_hot_partitions_on_different_members(
     kafka: embedded.BrokerProcess, names: tuple[str, str], topic: str, strategy: str
@@ -201,6 +212,7 @@ async def test_skewed_lag_puts_the_hot_partitions_on_different_members(
         assert hot == ["a", "b"], owners
 
 
+@pytest.mark.compat
 async def test_a_member_with_only_range_makes_the_group_use_range(
     kafka: embedded.BrokerProcess, names: tuple[str, str], topic: str
 ) -> None:
