@@ -35,7 +35,8 @@ def _backtest(args: argparse.Namespace) -> int:
     from .backtest import backtest  # noqa: PLC0415 (matplotlib only for this job)
     from .session import session  # noqa: PLC0415
 
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    given = list(STRATEGIES) if args.strategies is None else args.strategies.split(",")
+    strategies = [s.strip() for s in given if s.strip()]
     unknown = sorted(set(strategies) - set(STRATEGIES))
     if unknown or not strategies:
         raise InputError(

@@ -1,13 +1,13 @@
 """``ballast pipeline lag|backtest|synth``: registered with ``ballast`` through the
 ``ballast.commands`` entry point, so the controller's CLI never imports the pipeline.
-PySpark is imported only when a job runs (the pipeline extra)."""
+Light, as ``ballast --help`` loads it: PySpark and the assignors are imported only when a
+job runs (the pipeline extra)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from assignors import STRATEGIES
 from controller.errors import InputError
 
 
@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     j.set_defaults(func=_run)
     j = jobs.add_parser("backtest", help="replay fleet traces through the strategies")
     j.add_argument("--trace", type=Path, required=True, help="JSONL trace (run --record, synth)")
-    j.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated")
+    j.add_argument("--strategies", help="comma-separated (default: every strategy)")
     j.add_argument(
         "--out", type=Path, default=Path("backtest-out"), help="directory for tables and charts"
     )

@@ -15,7 +15,7 @@ from assignors import (
     evaluate,
     member_lag,
 )
-from controller.cli.parsing import Commands
+from controller.cli.parsing import Arguments
 from controller.tools.scenario import load_current, load_scenario
 
 
@@ -86,11 +86,7 @@ def _fraction(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100 * part / whole if whole else 0.0:.1f}%)"
 
 
-def add_assign(sub: Commands) -> None:
-    """``assign``."""
-    p = sub.add_parser(
-        "assign", help="compute an assignment for a scenario file and report its quality"
-    )
+def _assign(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategy", choices=STRATEGIES, default="lagsticky", help="strategy")
     p.add_argument(
         "--scenario", type=Path, required=True, help="scenario JSON (see config/examples)"
@@ -100,3 +96,6 @@ def add_assign(sub: Commands) -> None:
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_assign)
+
+
+ARGUMENTS: dict[str, Arguments] = {"assign": _assign}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from controller.cli.parsing import Commands
+from controller.cli.parsing import Arguments
 from controller.errors import InputError
 from controller.tools import conformance
 
@@ -35,17 +35,14 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     return 1 if any(f.outcome == "fail" for f in findings) else 0
 
 
-def add_conformance(sub: Commands) -> None:
-    """``conformance``."""
-    p = sub.add_parser(
-        "conformance",
-        help="check a client process against the member protocol, rule by rule",
-        description="Runs COMMAND once per scenario, playing the controller, and reports "
+def _conformance(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Runs COMMAND once per scenario, playing the controller, and reports "
         "pass/fail per rule of docs/protocol.md. In COMMAND, {bootstrap} {mqtt_port} {group} "
         "{member} {topic} {assignments_topic} {heartbeat_topic} {out} are replaced (and set "
         "as BALLAST_CONFORMANCE_* variables). The client appends '<topic> <partition> "
         "<offset>' to {out} for each record it processes, before committing it to group "
-        "{group}. Rules: " + ", ".join(conformance.RULE_NAMES) + ".",
+        "{group}. Rules: " + ", ".join(conformance.RULE_NAMES) + "."
     )
     p.add_argument(
         "--bootstrap", help="Kafka to use (default: an embedded Tansu broker, stopped after)"
@@ -72,3 +69,6 @@ def add_conformance(sub: Commands) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object: rule -> outcome")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- the client's command")
     p.set_defaults(func=_cmd_conformance)
+
+
+ARGUMENTS: dict[str, Arguments] = {"conformance": _conformance}

@@ -9,11 +9,9 @@ import os
 from pathlib import Path
 
 from controller import logs
-from controller.cli.parsing import Commands
+from controller.cli.parsing import Arguments
 from controller.config import Config, applied_overrides, load_config, misspelt_overrides
 from controller.errors import InputError
-from controller.runtime.run import run_daemon
-from controller.wire.records import json_schemas
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -21,6 +19,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     logs.configure(cfg.logging.level, cfg.logging.format)
     for line in misspelt_overrides(os.environ):
         logs.get("ballast").warning("environment_not_read", problem=line)
+    from controller.runtime.run import run_daemon  # noqa: PLC0415 - only `run` needs it
+
     return asyncio.run(run_daemon(cfg, args.record))
 
 
@@ -46,13 +46,13 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def _cmd_schema(_: argparse.Namespace) -> int:
+    from controller.wire.records import json_schemas  # noqa: PLC0415 - only `schema` needs it
+
     print(json.dumps(json_schemas(), indent=2, sort_keys=True))
     return 0
 
 
-def add_run(sub: Commands) -> None:
-    """``run`` and ``check-config``."""
-    p = sub.add_parser("run", help="run the controller daemon")
+def _run(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config", type=Path, default=Path("config/ballast.yaml"), help="YAML config file"
     )
@@ -61,14 +61,18 @@ def add_run(sub: Commands) -> None:
     )
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser(
-        "check-config", help="validate a daemon config file (and BALLAST_* overrides)"
-    )
+
+def _check_config(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=Path, help="YAML config file")
     p.set_defaults(func=_cmd_check_config)
 
 
-def add_schema(sub: Commands) -> None:
-    """``schema``."""
-    p = sub.add_parser("schema", help="print the JSON Schemas of the wire records")
+def _schema(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_cmd_schema)
+
+
+ARGUMENTS: dict[str, Arguments] = {
+    "run": _run,
+    "check-config": _check_config,
+    "schema": _schema,
+}

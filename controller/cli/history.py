@@ -9,7 +9,8 @@ from pathlib import Path
 
 from controller import logs
 from controller.adapters.connection import client_options
-from controller.cli.parsing import Commands, member_name, verifier_from
+from controller.cli.member_options import member_name, verifier_from
+from controller.cli.parsing import Arguments
 from controller.config import AssignmentsTopic, load_config
 from controller.errors import InputError
 from controller.tools.audit import run_audit
@@ -67,9 +68,7 @@ def _cmd_keys(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_audit(sub: Commands) -> None:
-    """``audit``."""
-    p = sub.add_parser("audit", help="check the invariants against the assignments topic's history")
+def _audit(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: --config's)")
     p.add_argument(
         "--config",
@@ -94,9 +93,7 @@ def add_audit(sub: Commands) -> None:
     p.set_defaults(func=_cmd_audit)
 
 
-def add_keys(sub: Commands) -> None:
-    """``keys``."""
-    p = sub.add_parser("keys", help="the controller's signing key pair, or a member's key")
+def _keys(p: argparse.ArgumentParser) -> None:
     keys = p.add_subparsers(dest="step", required=True, metavar="STEP")
     gen = keys.add_parser(
         "generate", help="write signing.key (0600) and signing.pub, or NAME.key and NAME.pub"
@@ -109,3 +106,6 @@ def add_keys(sub: Commands) -> None:
         "(PresenceOptions.member_key, --member-key), NAME.pub for membership.member_keys_dir",
     )
     p.set_defaults(func=_cmd_keys)
+
+
+ARGUMENTS: dict[str, Arguments] = {"audit": _audit, "keys": _keys}

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from controller.cli.parsing import Commands, positive_seconds
+from controller.cli.parsing import Arguments, positive_seconds
 from controller.tools import operator
 
 
@@ -178,15 +178,13 @@ def _watch_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_operator(sub: Commands) -> None:
-    p = sub.add_parser("status", help="groups this controller leads: members, lag, handoffs")
+def _status(p: argparse.ArgumentParser) -> None:
     _api_options(p)
     _watch_option(p)
     p.set_defaults(func=_cmd_status)
-    p = sub.add_parser(
-        "describe",
-        help="a group (or every group led), member by member (like kafka-consumer-groups)",
-    )
+
+
+def _describe(p: argparse.ArgumentParser) -> None:
     p.add_argument("group", nargs="?", help="consumer group name (default: every group led)")
     p.add_argument(
         "--partitions", action="store_true", help="also list each partition: owner and lag"
@@ -194,36 +192,36 @@ def add_operator(sub: Commands) -> None:
     _api_options(p)
     _watch_option(p)
     p.set_defaults(func=_cmd_describe)
-    actions = {
-        "pause": "stop publishing for a group (events wait until resume)",
-        "resume": "publish again for a paused group",
-        "rebalance": "rebalance a group now, with a fresh look at lag",
-    }
-    for action, text in actions.items():
-        p = sub.add_parser(action, help=text)
-        p.add_argument("group", help="consumer group name")
-        _api_options(p)
-        p.set_defaults(func=_cmd_action)
-    for action, text in (
-        ("drain", "move every partition off a member and keep it empty"),
-        ("undrain", "let a drained member take partitions again"),
-    ):
-        p = sub.add_parser(action, help=text)
-        p.add_argument("group", help="consumer group name")
-        p.add_argument("member", help="member id")
-        if action == "drain":
-            p.add_argument(
-                "--force",
-                action="store_true",
-                help="drain even the last member that may read a topic (refused without: "
-                "its partitions would go unread; exit 4)",
-            )
-        _api_options(p)
-        p.set_defaults(func=_cmd_action)
-    p = sub.add_parser(
-        "constraints",
-        help="show or change a group's pins, caps and rack overrides (kept across restarts)",
+
+
+def _action(p: argparse.ArgumentParser) -> None:
+    """``pause``, ``resume``, ``rebalance``: a group's."""
+    p.add_argument("group", help="consumer group name")
+    _api_options(p)
+    p.set_defaults(func=_cmd_action)
+
+
+def _undrain(p: argparse.ArgumentParser) -> None:
+    p.add_argument("group", help="consumer group name")
+    p.add_argument("member", help="member id")
+    _api_options(p)
+    p.set_defaults(func=_cmd_action)
+
+
+def _drain(p: argparse.ArgumentParser) -> None:
+    p.add_argument("group", help="consumer group name")
+    p.add_argument("member", help="member id")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="drain even the last member that may read a topic (refused without: "
+        "its partitions would go unread; exit 4)",
     )
+    _api_options(p)
+    p.set_defaults(func=_cmd_action)
+
+
+def _constraints(p: argparse.ArgumentParser) -> None:
     p.add_argument("group", help="consumer group name")
     p.add_argument(
         "--pin",
@@ -283,3 +281,15 @@ def add_operator(sub: Commands) -> None:
     )
     _api_options(p)
     p.set_defaults(func=_cmd_constraints)
+
+
+ARGUMENTS: dict[str, Arguments] = {
+    "status": _status,
+    "describe": _describe,
+    "pause": _action,
+    "resume": _action,
+    "rebalance": _action,
+    "drain": _drain,
+    "undrain": _undrain,
+    "constraints": _constraints,
+}

@@ -39,12 +39,28 @@ def _last_json(out: str) -> Any:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def _last_json_object(out: str) -> Any:
+    """An indented JSON object that ends the output."""
+    return json.loads(out[out.index("{") :])
+
+
 def test_signing_cost() -> None:
     _documented("benchmarks/signing_cost.py")
     row = _last_json(_run("signing_cost.py", "--members", "20", "--per-member", "5",
                           "--repeat", "2", "--json"))  # fmt: skip
     assert row["partitions"] == 100
     assert row["verify_per_record_us"] > 0
+
+
+def test_cli_startup() -> None:
+    _documented("python benchmarks/cli_startup.py")
+    out = _last_json_object(_run("cli_startup.py", "--runs", "1", "--json"))
+    (row,) = out["trees_ms"].values()
+    assert set(row) == {
+        "import controller.cli", "ballast --version", "ballast --help", "ballast status",
+        "ballast worker --help",
+    }  # fmt: skip
+    assert all(ms > 0 for ms in row.values())
 
 
 def test_fuzz_readers() -> None:
@@ -61,8 +77,9 @@ def test_differential() -> None:
     _documented(
         "PYTHONHASHSEED=0 python benchmarks/differential.py --runs 400 --events 150 --fresh 1000"
     )
-    out = _run("differential.py", "--runs", "3", "--events", "20", "--fresh", "5")
-    report = json.loads(out[out.index("{") :])
+    report = _last_json_object(
+        _run("differential.py", "--runs", "3", "--events", "20", "--fresh", "5")
+    )
     assert report["failure_count"] == 0
 
 
