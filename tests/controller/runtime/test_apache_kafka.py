@@ -404,7 +404,9 @@ async def test_the_cleaner_compacts_the_assignments_and_a_takeover_recovers_from
             assert recovered.generation == generation
             assert dict(recovered.granted) == granted
             await asyncio.sleep(2.0)  # a takeover that moved something would show it by now
-            assert again.groups[group].state.reconciler.generation == generation
+            # It may grant a member the same partitions again (a presence heard after the
+            # takeover), under a new generation; what each member is granted is unchanged.
+            assert dict(again.groups[group].state.reconciler.granted) == granted
         assert held(fleet) == before
 
 
