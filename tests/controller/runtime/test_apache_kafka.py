@@ -347,7 +347,7 @@ async def test_the_cleaner_compacts_the_assignments_and_a_takeover_recovers_from
 ) -> None:
     """Small segments and an eager cleaner: after churn the cleaner removes superseded
     assignment records (offsets with no record left). A new controller reads only what
-    is left and takes over with the same generation and grants: nothing moves."""
+    is left and takes over with the same grants: nothing moves."""
     group = names[0]
     assignments = f"assignments-{group}"
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka.address)
@@ -400,12 +400,13 @@ async def test_the_cleaner_compacts_the_assignments_and_a_takeover_recovers_from
         before = held(fleet)
         print(f"compacted: {read} records left of {spanned} offsets")
         async with running(cfg) as again:
+            # It starts from the generation the first one left and may at once grant the
+            # members the same partitions again under a new one (it corrects claims it has
+            # no record of its own for): the generation is never behind, the grants equal.
             recovered = again.groups[group].state.reconciler
-            assert recovered.generation == generation
+            assert recovered.generation >= generation
             assert dict(recovered.granted) == granted
             await asyncio.sleep(2.0)  # a takeover that moved something would show it by now
-            # It may grant a member the same partitions again (a presence heard after the
-            # takeover), under a new generation; what each member is granted is unchanged.
             assert dict(again.groups[group].state.reconciler.granted) == granted
         assert held(fleet) == before
 
